@@ -1,0 +1,411 @@
+package filters
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// dtChunk is one (iterator, data) pair of a dump, as LOADCHUNK receives it: the
+// iterator SCANDUMP returned with the data.
+type dtChunk struct {
+	iter int64
+	data []byte
+}
+
+// dtDump runs SCANDUMP over f from iterator 0 and returns the header and the payload
+// chunks, checking the iteration protocol on the way: first (1, header), then
+// chunks whose iterators advance by their payload size, then (0, nil).
+func dtDump(t testing.TB, f Filter) (header []byte, chunks []dtChunk) {
+	t.Helper()
+	next, header, err := DumpChunk(f, 0)
+	if err != nil || next != 1 {
+		t.Fatalf("DumpChunk(0) = %d, %v; want iterator 1", next, err)
+	}
+	for iter := next; ; {
+		next, data, err := DumpChunk(f, iter)
+		if err != nil {
+			t.Fatalf("DumpChunk(%d): %v", iter, err)
+		}
+		if next == 0 {
+			if data != nil {
+				t.Fatalf("DumpChunk(%d) ended with %d bytes of data", iter, len(data))
+			}
+			return header, chunks
+		}
+		if n := int64(len(data)) - 4; n <= 0 || n%8 != 0 || n > DumpChunkBytes || next != iter+n {
+			t.Fatalf("DumpChunk(%d) = %d with %d bytes", iter, next, len(data))
+		}
+		// LOADCHUNK is given the iterator SCANDUMP returned with the chunk.
+		chunks = append(chunks, dtChunk{next, data})
+		iter = next
+	}
+}
+
+// dtLoad builds a filter from a dump, loading the chunks in the order given.
+func dtLoad(t testing.TB, header []byte, chunks []dtChunk) Filter {
+	t.Helper()
+	g, err := LoadHeader(header)
+	if err != nil {
+		t.Fatalf("LoadHeader: %v", err)
+	}
+	for _, c := range chunks {
+		if err := LoadChunk(g, c.iter, c.data); err != nil {
+			t.Fatalf("LoadChunk(%d): %v", c.iter, err)
+		}
+	}
+	return g
+}
+
+// dtBig is a test filter of several MiB, its arrays not multiples of a chunk, so
+// chunks straddle the boundary between its arrays.
+func dtBig() *tkFilter { return newTK(500_000, 250_003, 11) }
+
+func TestDumpChunkIteration(t *testing.T) {
+	for _, f := range []*tkFilter{newTK(0, 0, 1), newTK(3, 2, 2), newTK(1, 0, 3), dtBig()} {
+		enc := ctEncode(t, f)
+		header, chunks := dtDump(t, f)
+		paylen := int64(len(f.a)+len(f.b)) * 8
+
+		// The header chunk is the encoding's header.
+		if !bytes.HasPrefix(enc, header) || int64(len(enc)-len(header)) != paylen+4 {
+			t.Fatalf("header chunk of %d bytes is not the encoding's header", len(header))
+		}
+		// Every chunk but the last is full.
+		wantChunks := int((paylen + DumpChunkBytes - 1) / DumpChunkBytes)
+		if len(chunks) != wantChunks {
+			t.Fatalf("%d payload bytes gave %d chunks, want %d", paylen, len(chunks), wantChunks)
+		}
+		for i, c := range chunks[:max(0, len(chunks)-1)] {
+			if len(c.data) != DumpChunkBytes+4 {
+				t.Fatalf("chunk %d of %d has %d bytes", i, len(chunks), len(c.data))
+			}
+		}
+		// The chunks' payload bytes, in order, are the encoding's payload, and
+		// each carries the CRC-32C of its offset and bytes.
+		var body []byte
+		for _, c := range chunks {
+			n := len(c.data) - 4
+			var off [8]byte
+			binary.LittleEndian.PutUint64(off[:], uint64(len(body)))
+			sum := crc32.Checksum(append(off[:], c.data[:n]...), crc32.MakeTable(crc32.Castagnoli))
+			if binary.LittleEndian.Uint32(c.data[n:]) != sum {
+				t.Fatalf("chunk at offset %d: bad checksum", len(body))
+			}
+			body = append(body, c.data[:n]...)
+		}
+		if !bytes.Equal(body, enc[len(header):len(enc)-4]) {
+			t.Fatalf("chunks do not concatenate to the payload")
+		}
+	}
+}
+
+func TestDumpChunkBadIterator(t *testing.T) {
+	f := newTK(3, 2, 4)
+	for _, iter := range []int64{-1, -8, -7, math.MinInt64, 2, 5, 8, 10, 18, math.MaxInt64} {
+		if _, data, err := DumpChunk(f, iter); !errors.Is(err, ErrBadPosition) || data != nil {
+			t.Errorf("DumpChunk(%d): %d bytes, %v; want ErrBadPosition", iter, len(data), err)
+		}
+	}
+	// Past the end is the end of the dump, whatever the aligned iterator.
+	for _, iter := range []int64{41, 49, 1 + 8*1000, math.MaxInt64 - 6} {
+		if next, data, err := DumpChunk(f, iter); next != 0 || data != nil || err != nil {
+			t.Errorf("DumpChunk(%d) = %d, %d bytes, %v; want the end", iter, next, len(data), err)
+		}
+	}
+}
+
+func TestParseDumpHeader(t *testing.T) {
+	f := newTK(7, 4, 5)
+	header, chunks := dtDump(t, f)
+	dh, err := ParseDumpHeader(header)
+	if err != nil || dh.Kind != kindTest || dh.PayloadBytes != 11*8 {
+		t.Fatalf("ParseDumpHeader = %+v, %v; want kind %v, 88 bytes", dh, err, kindTest)
+	}
+	bad := map[string][]byte{
+		"empty":           nil,
+		"truncated":       header[:len(header)-1],
+		"trailing byte":   append(slices.Clone(header), 0),
+		"a payload chunk": chunks[0].data,
+		"whole encoding":  ctEncode(t, f),
+		"unknown kind":    ctContainer(Kind(199), f.params(), 88, nil),
+		"wrong paylen":    ctContainer(kindTest, f.params(), 80, nil),
+		"bad params":      ctContainer(kindTest, tkParams(tkMaxWords+1, 0), 8*(tkMaxWords+1), nil),
+		"too large":       ctContainer(kindTest, tkParams(tkMaxWords, tkMaxWords), 0, nil),
+	}
+	for i := range header {
+		b := slices.Clone(header)
+		b[i] ^= 0x10
+		bad["byte "+strconv.Itoa(i)+" damaged"] = b
+	}
+	for name, data := range bad {
+		if dh, err := ParseDumpHeader(data); !errors.Is(err, ErrBadChunk) {
+			t.Errorf("ParseDumpHeader(%s) = %+v, %v; want ErrBadChunk", name, dh, err)
+		}
+		if g, err := LoadHeader(data); !errors.Is(err, ErrBadChunk) || g != nil {
+			t.Errorf("LoadHeader(%s) = %v; want ErrBadChunk", name, err)
+		}
+	}
+}
+
+func TestLoadHeaderIsEmpty(t *testing.T) {
+	f := newTK(7, 4, 6)
+	header, _ := dtDump(t, f)
+	g, err := LoadHeader(header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := g.(*tkFilter)
+	if len(tk.a) != 7 || len(tk.b) != 4 || slices.ContainsFunc(append(tk.a, tk.b...), func(w uint64) bool { return w != 0 }) {
+		t.Errorf("LoadHeader gave arrays %v %v, want 7 and 4 zero words", tk.a, tk.b)
+	}
+	if tk.tag != f.tag || !bytes.Equal(tk.name, f.name) {
+		t.Errorf("LoadHeader lost the params")
+	}
+}
+
+func TestLoadChunkReassembles(t *testing.T) {
+	for _, f := range []*tkFilter{newTK(0, 0, 1), newTK(3, 2, 2), dtBig()} {
+		want := ctEncode(t, f)
+		header, chunks := dtDump(t, f)
+
+		g := dtLoad(t, header, chunks)
+		if !bytes.Equal(ctEncode(t, g), want) {
+			t.Fatalf("%d chunks loaded in order: encoding differs", len(chunks))
+		}
+		if g.(*tkFilter).loads != len(chunks) {
+			t.Errorf("chunkLoaded called %d times for %d chunks", g.(*tkFilter).loads, len(chunks))
+		}
+
+		// Chunks may arrive in any order, and a chunk sent twice does no harm.
+		rng := rand.New(rand.NewPCG(7, 7))
+		shuffled := slices.Clone(chunks)
+		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		slices.Reverse(chunks)
+		for name, order := range map[string][]dtChunk{
+			"reversed": chunks,
+			"shuffled": shuffled,
+			"repeated": append(slices.Clone(shuffled), shuffled...),
+		} {
+			if g := dtLoad(t, header, order); !bytes.Equal(ctEncode(t, g), want) {
+				t.Fatalf("%d chunks loaded %s: encoding differs", len(chunks), name)
+			}
+		}
+	}
+}
+
+// dtRejected loads one bad chunk into g, expecting one of the errors in want and no
+// change at all to g.
+func dtRejected(t *testing.T, what string, g *tkFilter, iter int64, data []byte, want ...error) {
+	t.Helper()
+	before, loads := ctEncode(t, g), g.loads
+	err := LoadChunk(g, iter, data)
+	if !slices.ContainsFunc(want, func(w error) bool { return errors.Is(err, w) }) {
+		t.Fatalf("%s: LoadChunk(%d, %d bytes) = %v, want one of %v", what, iter, len(data), err, want)
+	}
+	if !bytes.Equal(ctEncode(t, g), before) || g.loads != loads {
+		t.Fatalf("%s: a rejected chunk changed the filter", what)
+	}
+}
+
+func TestLoadChunkRejects(t *testing.T) {
+	f := newTK(20, 13, 8)
+	header, chunks := dtDump(t, f)
+	c := chunks[0]
+	g := dtLoad(t, header, nil).(*tkFilter)
+	n := int64(len(c.data) - 4)
+
+	// Every damaged byte of the chunk is caught by its checksum.
+	for i := range c.data {
+		for _, x := range []byte{0x01, 0x80, 0xFF} {
+			bad := slices.Clone(c.data)
+			bad[i] ^= x
+			dtRejected(t, "damaged", g, c.iter, bad, ErrBadChunk)
+		}
+	}
+	// An iterator that points elsewhere: the chunk's offset is in its checksum,
+	// so an aligned place inside the filter is as wrong as one outside it.
+	for _, iter := range []int64{c.iter - 8, c.iter + 8, c.iter - 1, c.iter + 1, c.iter + 1<<20,
+		0, 1, -1, n, n + 1 + 8*40, math.MinInt64, math.MaxInt64} {
+		dtRejected(t, "wrong iterator", g, iter, c.data, ErrBadPosition, ErrBadChunk)
+	}
+	// A shorter or longer chunk at the right iterator, and malformed lengths.
+	dtRejected(t, "cut", g, c.iter, append(slices.Clone(c.data[:n-8]), c.data[n:]...), ErrBadChunk)
+	dtRejected(t, "extended", g, c.iter, append(append(slices.Clone(c.data[:n]), make([]byte, 8)...), c.data[n:]...), ErrBadChunk, ErrBadPosition)
+	dtRejected(t, "not words", g, c.iter, c.data[1:], ErrBadChunk)
+	dtRejected(t, "no checksum", g, c.iter, c.data[:3], ErrBadChunk)
+	dtRejected(t, "empty", g, c.iter, nil, ErrBadChunk)
+	dtRejected(t, "the header", g, 1, header, ErrBadChunk, ErrBadPosition)
+	big := make([]byte, DumpChunkBytes+8+4)
+	binary.LittleEndian.PutUint32(big[len(big)-4:], chunkSum(0, big[:len(big)-4]))
+	dtRejected(t, "above DumpChunkBytes", newTK(DumpChunkBytes/8+1, 0, 1), int64(len(big)-4)+1, big, ErrBadChunk)
+
+	// A chunk that runs past the end of a smaller filter of the same kind.
+	small := dtLoad(t, dtHeaderOf(t, newTK(2, 1, 8)), nil).(*tkFilter)
+	dtRejected(t, "past the end", small, c.iter, c.data, ErrBadPosition)
+
+	// The good chunk still loads.
+	if err := LoadChunk(g, c.iter, c.data); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ctEncode(t, g), ctEncode(t, f)) {
+		t.Error("after the rejects, the good chunk did not rebuild the filter")
+	}
+}
+
+func dtHeaderOf(t *testing.T, f Filter) []byte {
+	t.Helper()
+	_, header, err := DumpChunk(f, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return header
+}
+
+// TestLoadChunkOtherDump records a limit of the format: a chunk's checksum covers
+// its offset and bytes, not the dump it came from, so a chunk of another filter of
+// the same shape loads. SCANDUMP/LOADCHUNK callers restore one dump at a time.
+func TestLoadChunkOtherDump(t *testing.T) {
+	f1, f2 := newTK(3, 2, 1), newTK(3, 2, 2)
+	h1, _ := dtDump(t, f1)
+	_, c2 := dtDump(t, f2)
+	g := dtLoad(t, h1, c2).(*tkFilter)
+	if !slices.Equal(g.a, f2.a) || g.tag != f1.tag {
+		t.Error("a chunk of another dump of the same shape should load into the arrays only")
+	}
+}
+
+// dtFuzzMaxPayload is the largest filter FuzzLoadChunk creates: LoadHeader
+// allocates the whole payload, as a server does only after checking the size that
+// ParseDumpHeader reports.
+const dtFuzzMaxPayload = 1 << 20
+
+// FuzzLoadChunk loads a header and then one chunk with an arbitrary iterator and
+// data. With reseal the header's checksum is rewritten, and the chunk's checksum
+// is computed for the place its iterator names, so that arbitrary words reach the
+// kinds' arrays. Nothing panics; ParseDumpHeader and LoadHeader agree; a rejected
+// chunk changes nothing; an accepted one lands where its iterator says, and the
+// filter it leaves encodes, decodes and re-encodes identically.
+func FuzzLoadChunk(f *testing.F) {
+	filters := []Filter{newTK(0, 0, 1), newTK(3, 2, 2), newTK(1, 0, 3)}
+	for _, enc := range ktSeedEncodings(f) {
+		g, err := Decode(bytes.NewReader(enc))
+		if err != nil {
+			f.Fatal(err)
+		}
+		filters = append(filters, g)
+	}
+	for _, g := range filters {
+		header, chunks := dtDump(f, g)
+		f.Add(header, int64(1), []byte{}, false)
+		for _, c := range chunks {
+			f.Add(header, c.iter, c.data, false)
+			f.Add(header, c.iter-8, c.data, true)
+			f.Add(header, c.iter, c.data[8:], true)
+		}
+	}
+	f.Fuzz(func(t *testing.T, header []byte, iter int64, data []byte, reseal bool) {
+		if reseal {
+			header = dtResealHeader(header)
+			if len(data) >= 4 {
+				data = slices.Clone(data)
+				body := data[:len(data)-4]
+				binary.LittleEndian.PutUint32(data[len(body):], chunkSum(iter-1-int64(len(body)), body))
+			}
+		}
+		dh, perr := ParseDumpHeader(header)
+		if perr == nil && dh.PayloadBytes > dtFuzzMaxPayload {
+			return
+		}
+		g, err := LoadHeader(header)
+		if (err == nil) != (perr == nil) {
+			t.Fatalf("ParseDumpHeader: %v, but LoadHeader: %v", perr, err)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrBadChunk) {
+				t.Fatalf("LoadHeader failed with %v, not ErrBadChunk", err)
+			}
+			return
+		}
+		before := ctEncode(t, g)
+		if err := LoadChunk(g, iter, data); err != nil {
+			if !errors.Is(err, ErrBadChunk) && !errors.Is(err, ErrBadPosition) {
+				t.Fatalf("LoadChunk failed with %v", err)
+			}
+			if !bytes.Equal(ctEncode(t, g), before) {
+				t.Fatalf("a rejected chunk changed the filter")
+			}
+			return
+		}
+		after := ctEncode(t, g)
+		n := len(data) - 4
+		at := len(header) + int(iter-1) - n
+		if !bytes.Equal(after[at:at+n], data[:n]) || !bytes.Equal(after[:at], before[:at]) ||
+			!bytes.Equal(after[at+n:len(after)-4], before[at+n:len(before)-4]) {
+			t.Fatalf("chunk of %d bytes at iterator %d did not land in its place alone", n, iter)
+		}
+		h, err := Decode(bytes.NewReader(after))
+		if err != nil {
+			t.Fatalf("a %v after LoadChunk does not decode: %v", g.Kind(), err)
+		}
+		if !bytes.Equal(ctEncode(t, h), after) {
+			t.Fatalf("a %v after LoadChunk re-encodes differently", g.Kind())
+		}
+	})
+}
+
+// dtResealHeader rewrites the checksum at the end of a header chunk.
+func dtResealHeader(header []byte) []byte {
+	if len(header) < 4 {
+		return header
+	}
+	header = slices.Clone(header)
+	n := len(header) - 4
+	binary.LittleEndian.PutUint32(header[n:], crc32.Checksum(header[:n], castagnoli))
+	return header
+}
+
+// kindBroken is a second test-only kind whose decoder misbehaves as its one param
+// byte says, to check that Decode and LoadHeader pass a kind's refusals on.
+const kindBroken Kind = 201
+
+func init() {
+	registerDecoder(kindBroken, func(params []byte) (Filter, []int, func([][]uint64) error, error) {
+		f := &tkFilter{rate: 0.5}
+		if len(params) != 1 {
+			return nil, nil, nil, ErrCorrupt
+		}
+		refuse := func([][]uint64) error { return fmt.Errorf("%w: install refuses", ErrCorrupt) }
+		if params[0] == 0 {
+			return f, []int{4, -1}, refuse, nil // a length that went negative in a conversion
+		}
+		return f, []int{1}, refuse, nil
+	})
+}
+
+func TestDecoderMisbehaves(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		params []byte
+		paylen uint64
+	}{
+		{"negative length", []byte{0}, 24},
+		{"install refuses", []byte{1}, 8},
+	} {
+		enc := ctContainer(kindBroken, c.params, c.paylen, make([]byte, c.paylen))
+		if err := ctDecodeErr(t, c.name, enc); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: Decode: %v, want ErrCorrupt", c.name, err)
+		}
+		header := enc[:len(enc)-int(c.paylen)-4]
+		if g, err := LoadHeader(header); !errors.Is(err, ErrBadChunk) || g != nil {
+			t.Errorf("%s: LoadHeader: %v, want ErrBadChunk", c.name, err)
+		}
+	}
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# fuzz.sh DURATION runs every fuzz target of the module's packages, one at a time,
+# for DURATION each (a go test -fuzztime value such as 30s or 10000x). go test
+# fuzzes one target per run, hence the loop. It stops at the first failure; the
+# failing input is then under the package's testdata/fuzz/<Name>/.
+set -euo pipefail
+
+if [ $# -ne 1 ]; then
+	echo "usage: $0 DURATION" >&2
+	exit 2
+fi
+duration=$1
+cd "$(dirname "$0")/.."
+
+found=0
+# One line per package with tests: import path, directory and test files, tab
+# separated; only files the build includes are searched.
+while IFS=$'\t' read -r pkg dir files; do
+	names=$(cd "$dir" && for f in $files; do
+		grep -hoE '^func Fuzz[A-Za-z0-9_]*\([A-Za-z_][A-Za-z0-9_]* \*testing\.F\)' "$f" || true
+	done | sed -E 's/^func (Fuzz[A-Za-z0-9_]*)\(.*/\1/' | sort -u)
+	for name in $names; do
+		found=$((found + 1))
+		echo "== $pkg $name ($duration)"
+		if ! go test -run '^$' -fuzz "^${name}\$" -fuzztime "$duration" "$pkg"; then
+			echo "fuzz.sh: $pkg $name failed" >&2
+			exit 1
+		fi
+	done
+done < <(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{"\t"}}{{.Dir}}{{"\t"}}{{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}{{end}}' ./...)
+
+if [ "$found" -eq 0 ]; then
+	echo "fuzz.sh: no fuzz targets found" >&2
+	exit 1
+fi
+echo "fuzz.sh: $found targets passed"

@@ -1,0 +1,310 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rookerydb/rookery/fsm"
+)
+
+// A write sent to a follower is forwarded, and a linearizable read on another
+// follower sees it at once.
+func TestForwardedWriteVisibleOnOtherFollower(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	tc.leader(10 * time.Second)
+	f := tc.followers()
+	for i := 0; i < 50; i++ {
+		item := fmt.Sprintf("user-%d", i)
+		r := mustSubmit(t, tc.nodes[f[0]], bfAdd("users", item))
+		if len(r.Ints) != 1 || r.Ints[0] != 1 {
+			t.Fatalf("add %s via follower: got %v, want [1]", item, r.Ints)
+		}
+		if !exists(t, tc.nodes[f[1]], "users", item) {
+			t.Fatalf("%s added via %s not visible on %s right after", item, tc.cfgs[f[0]].ID, tc.cfgs[f[1]].ID)
+		}
+	}
+}
+
+// Writes pipelined through a follower keep their order: a reserve followed by
+// adds to it must find the filter created.
+func TestForwardedPipelineKeepsOrder(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	tc.leader(10 * time.Second)
+	fol := tc.nodes[tc.followers()[0]]
+	var futs []*Future
+	for k := 0; k < 20; k++ {
+		key := fmt.Sprintf("k%d", k)
+		c := bfAdd(key, "x")
+		c.Op = fsm.OpReserve
+		c.Items = nil
+		futs = append(futs, fol.Submit(c))
+		add := bfAdd(key, "y")
+		add.NoCreate = true
+		futs = append(futs, fol.Submit(add))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, f := range futs {
+		r, err := f.Wait(ctx)
+		if err != nil || r.Err != nil {
+			t.Fatalf("write %d: %v / %v (order lost?)", i, err, r)
+		}
+	}
+}
+
+// Killing the leader: a new leader takes writes, and every write acknowledged
+// before or after is present on every surviving node; the old leader restarted
+// catches up.
+func TestLeaderLossKeepsAcknowledgedWrites(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	li, leader := tc.leader(10 * time.Second)
+	var acked []string
+	for i := 0; i < 100; i++ {
+		item := fmt.Sprintf("before-%d", i)
+		mustSubmit(t, leader, bfAdd("coupons", item))
+		acked = append(acked, item)
+	}
+	tc.crash(li)
+	start := time.Now()
+	_, nl := tc.leader(10 * time.Second)
+	var firstOK time.Duration
+	for i := 0; i < 100; i++ {
+		item := fmt.Sprintf("after-%d", i)
+		mustSubmit(t, nl, bfAdd("coupons", item))
+		if i == 0 {
+			firstOK = time.Since(start)
+		}
+		acked = append(acked, item)
+	}
+	t.Logf("writes succeeded again %v after the leader was killed", firstOK)
+	for _, n := range tc.live() {
+		for _, item := range acked {
+			if !exists(t, n, "coupons", item) {
+				t.Fatalf("acknowledged %s missing on %s", item, n.ID())
+			}
+		}
+	}
+	tc.start(li)
+	eventually(t, 15*time.Second, "restarted node to catch up", func() bool {
+		return tc.nodes[li].FSM().AppliedIndex() >= nl.FSM().AppliedIndex()
+	})
+	for _, item := range acked {
+		if !exists(t, tc.nodes[li], "coupons", item) {
+			t.Fatalf("acknowledged %s missing on the restarted node", item)
+		}
+	}
+}
+
+// Losing a follower leaves the cluster serving; the follower restarted with its
+// data directory rejoins as itself.
+func TestFollowerLossAndRejoin(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	_, leader := tc.leader(10 * time.Second)
+	fi := tc.followers()[0]
+	mustSubmit(t, leader, bfAdd("k", "a"))
+	if err := tc.nodes[fi].Shutdown(context.Background()); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	tc.nodes[fi] = nil
+	mustSubmit(t, leader, bfAdd("k", "b"))
+	if got := leader.voters(); got != 3 {
+		t.Fatalf("after a clean shutdown the node must stay a voter: %d voters", got)
+	}
+	tc.start(fi)
+	eventually(t, 15*time.Second, "follower to rejoin and catch up", func() bool {
+		return tc.nodes[fi].FSM().AppliedIndex() >= leader.FSM().AppliedIndex()
+	})
+	if !exists(t, tc.nodes[fi], "k", "b") {
+		t.Fatal("write made while the follower was down is missing after rejoin")
+	}
+}
+
+// A minority partition cannot acknowledge writes; the majority elects a leader
+// and keeps serving; after healing, every node agrees.
+func TestMinorityPartition(t *testing.T) {
+	tc := newTestCluster(t, 5, func(c *Config) { c.ApplyTimeout = 2 * time.Second })
+	li, _ := tc.leader(15 * time.Second)
+	var all []string
+	for _, c := range tc.cfgs {
+		all = append(all, c.RaftAddr)
+	}
+	minority := []int{li, (li + 1) % 5}
+	for _, m := range minority {
+		tc.faults.Isolate(tc.cfgs[m].RaftAddr, all...)
+	}
+	// The old leader cannot commit: its write must not be acknowledged.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	r, err := submit(ctx, tc.nodes[li], bfAdd("p", "minority-write"))
+	cancel()
+	if err == nil {
+		t.Fatalf("a leader cut off from the majority acknowledged a write: %v", r)
+	}
+	// The majority elects a new leader and serves.
+	var nl *Node
+	eventually(t, 10*time.Second, "a majority leader", func() bool {
+		for i, n := range tc.nodes {
+			if i != minority[0] && i != minority[1] && n.IsLeader() {
+				nl = n
+				return true
+			}
+		}
+		return false
+	})
+	mustSubmit(t, nl, bfAdd("p", "majority-write"))
+	tc.faults.Heal()
+	_, final := tc.leader(15 * time.Second)
+	for _, n := range tc.live() {
+		eventually(t, 10*time.Second, "convergence", func() bool {
+			return n.FSM().AppliedIndex() >= final.FSM().AppliedIndex()
+		})
+		if !exists(t, n, "p", "majority-write") {
+			t.Fatalf("acknowledged write missing on %s after heal", n.ID())
+		}
+	}
+}
+
+// A node that missed more than the trailing log gets a snapshot installed.
+func TestSnapshotInstallToLaggingNode(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) {
+		c.TrailingLogs = 10
+		c.SnapshotThreshold = 50
+	})
+	_, leader := tc.leader(10 * time.Second)
+	lag := tc.followers()[0]
+	tc.crash(lag)
+	for i := 0; i < 200; i++ {
+		mustSubmit(t, leader, bfAdd("s", fmt.Sprintf("item-%d", i)))
+	}
+	if err := leader.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	tc.start(lag)
+	eventually(t, 20*time.Second, "lagging node to catch up from a snapshot", func() bool {
+		return tc.nodes[lag].FSM().AppliedIndex() >= leader.FSM().AppliedIndex()
+	})
+	for i := 0; i < 200; i++ {
+		if !exists(t, tc.nodes[lag], "s", fmt.Sprintf("item-%d", i)) {
+			t.Fatalf("item-%d missing after snapshot install", i)
+		}
+	}
+}
+
+// A fourth node joining becomes a voter; an explicit leave shrinks the
+// configuration and the cluster keeps serving.
+func TestJoinAndLeave(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	_, leader := tc.leader(10 * time.Second)
+	mustSubmit(t, leader, bfAdd("m", "a"))
+	j := tc.add(nil)
+	eventually(t, 20*time.Second, "the fourth node to become a voter", func() bool {
+		_, l := tc.leader(10 * time.Second)
+		return l.voters() == 4
+	})
+	if !exists(t, tc.nodes[j], "m", "a") {
+		t.Fatal("the joined node lacks earlier writes")
+	}
+	// The joined node leaves for good.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := tc.nodes[j].Leave(ctx); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	tc.crash(j)
+	_, l := tc.leader(10 * time.Second)
+	eventually(t, 10*time.Second, "configuration to shrink to 3", func() bool { return l.voters() == 3 })
+	mustSubmit(t, l, bfAdd("m", "b"))
+	// The leader itself leaves: it hands over and the rest keep serving.
+	li, l := tc.leader(10 * time.Second)
+	if err := l.Leave(ctx); err != nil {
+		t.Fatalf("leader leave: %v", err)
+	}
+	tc.crash(li)
+	_, l2 := tc.leader(10 * time.Second)
+	eventually(t, 10*time.Second, "configuration to shrink to 2", func() bool { return l2.voters() == 2 })
+	mustSubmit(t, l2, bfAdd("m", "c"))
+}
+
+// A member dead longer than the timeout is removed, but never below a healthy
+// quorum.
+func TestDeadServerRemoval(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.DeadServerTimeout = 2 * time.Second })
+	tc.leader(10 * time.Second)
+	f := tc.followers()
+	tc.crash(f[0])
+	eventually(t, 20*time.Second, "dead member removed", func() bool {
+		_, l := tc.leader(10 * time.Second)
+		return l.voters() == 2
+	})
+	// Now losing one more voter of two leaves no healthy quorum without it: it
+	// must stay in the configuration.
+	li, l := tc.leader(10 * time.Second)
+	other := -1
+	for i, n := range tc.nodes {
+		if n != nil && i != li {
+			other = i
+		}
+	}
+	tc.crash(other)
+	time.Sleep(5 * time.Second)
+	cf := l.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(cf.Configuration().Servers); got != 2 {
+		t.Fatalf("removed a voter without a healthy quorum: %d servers left", got)
+	}
+}
+
+// With no leader, a write is refused as definitely not applied.
+func TestNoLeaderRefusesWrites(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	li, _ := tc.leader(10 * time.Second)
+	f := tc.followers()
+	tc.crash(li)
+	tc.crash(f[0])
+	n := tc.nodes[f[1]]
+	eventually(t, 10*time.Second, "the survivor to lose its leader", func() bool {
+		id, _ := n.Leader()
+		return id == ""
+	})
+	_, err := submit(context.Background(), n, bfAdd("x", "y"))
+	if !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("write without a leader: got %v, want ErrNoLeader", err)
+	}
+}
+
+// Concurrent linearizable reads share rounds and all see a write acknowledged
+// before they started.
+func TestConcurrentReadsSeePriorWrites(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	_, leader := tc.leader(10 * time.Second)
+	mustSubmit(t, leader, bfAdd("r", "seen"))
+	var wg sync.WaitGroup
+	errs := make(chan error, 300)
+	for _, n := range tc.live() {
+		for i := 0; i < 100; i++ {
+			wg.Add(1)
+			go func(n *Node) {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := n.ReadBarrier(ctx, ReadLinearizable); err != nil {
+					errs <- err
+					return
+				}
+				if !n.FSM().Exists(fsm.FamilyBF, "r", [][]byte{[]byte("seen")})[0] {
+					errs <- fmt.Errorf("%s: acknowledged write not visible", n.ID())
+				}
+			}(n)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,134 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DialFunc opens a TCP connection; tests replace it to cut links between nodes.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// Config is everything a Node needs. cmd/node fills it from flags.
+type Config struct {
+	// ID names the node in the Raft configuration and in gossip; it must be unique
+	// and stable across restarts.
+	ID string
+	// DataDir holds the Raft log (raft.db) and snapshots.
+	DataDir string
+	// RaftAddr is where Raft and node-to-node requests listen (host:port; port 0
+	// picks a free port). Other nodes reach this node at RaftAdvertise, or at
+	// RaftAddr when that is empty.
+	RaftAddr      string
+	RaftAdvertise string
+	// GossipAddr is where memberlist listens (host:port; port 0 picks one).
+	GossipAddr      string
+	GossipAdvertise string
+	// GossipKey encrypts gossip (16, 24 or 32 bytes); nil means plain text.
+	GossipKey []byte
+	// RESPAddr and HTTPAddr are advertised to other nodes (ROLE, the node list).
+	RESPAddr string
+	HTTPAddr string
+
+	// BootstrapExpect: wait until this many members are known, then the member
+	// with the lowest id bootstraps the configuration with all of them. 0 never
+	// bootstraps (the node joins an existing cluster).
+	BootstrapExpect int
+	// Join lists gossip addresses of existing members, retried until one answers.
+	Join []string
+	// DeadServerTimeout: a member dead this long is removed from the
+	// configuration, if a healthy quorum remains without it.
+	DeadServerTimeout time.Duration
+	// LeaveOnTerminate makes Shutdown leave the cluster for good.
+	LeaveOnTerminate bool
+	// MaxMemory caps the filter memory of the node, in bytes; 0 means no cap.
+	MaxMemory uint64
+
+	// Raft timing, tuned for a LAN.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	// SnapshotThreshold is how many log entries trigger a snapshot.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	// TrailingLogs is how many applied entries stay in the log after a snapshot,
+	// so a briefly lagging follower catches up without a snapshot install.
+	TrailingLogs uint64
+	// ApplyTimeout bounds a write from submission to its result.
+	ApplyTimeout time.Duration
+
+	// SessionTTL: how long an idle client session is remembered (exactly-once).
+	SessionTTL time.Duration
+
+	Logger   *slog.Logger
+	Registry *prometheus.Registry // nil: metrics are not registered
+	Dial     DialFunc             // nil: net.Dialer
+}
+
+// Default values for the Config fields left zero.
+const (
+	DefaultHeartbeatTimeout   = 400 * time.Millisecond
+	DefaultElectionTimeout    = 400 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 200 * time.Millisecond
+	DefaultCommitTimeout      = 5 * time.Millisecond
+	DefaultDeadServerTimeout  = time.Hour
+	DefaultApplyTimeout       = 10 * time.Second
+	DefaultSnapshotThreshold  = 16384
+	DefaultSnapshotInterval   = 30 * time.Second
+)
+
+func (c *Config) withDefaults() (Config, error) {
+	cfg := *c
+	if cfg.ID == "" {
+		return cfg, errors.New("cluster: a node id is required")
+	}
+	if cfg.DataDir == "" {
+		return cfg, errors.New("cluster: a data directory is required")
+	}
+	if cfg.RaftAddr == "" || cfg.GossipAddr == "" {
+		return cfg, errors.New("cluster: raft and gossip addresses are required")
+	}
+	switch len(cfg.GossipKey) {
+	case 0, 16, 24, 32:
+	default:
+		return cfg, fmt.Errorf("cluster: gossip key must be 16, 24 or 32 bytes, got %d", len(cfg.GossipKey))
+	}
+	if cfg.BootstrapExpect < 0 {
+		return cfg, errors.New("cluster: bootstrap-expect must not be negative")
+	}
+	setDur := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	setDur(&cfg.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	setDur(&cfg.ElectionTimeout, DefaultElectionTimeout)
+	setDur(&cfg.LeaderLeaseTimeout, DefaultLeaderLeaseTimeout)
+	setDur(&cfg.CommitTimeout, DefaultCommitTimeout)
+	setDur(&cfg.DeadServerTimeout, DefaultDeadServerTimeout)
+	setDur(&cfg.ApplyTimeout, DefaultApplyTimeout)
+	setDur(&cfg.SnapshotInterval, DefaultSnapshotInterval)
+	if cfg.LeaderLeaseTimeout > cfg.HeartbeatTimeout {
+		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout
+	}
+	if cfg.TrailingLogs == 0 {
+		cfg.TrailingLogs = 10240
+	}
+	if cfg.SnapshotThreshold == 0 {
+		cfg.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Dial == nil {
+		var d net.Dialer
+		cfg.Dial = d.DialContext
+	}
+	return cfg, nil
+}

@@ -1,0 +1,23 @@
+// Package cluster runs a Rookery node: hashicorp/raft with raft-boltdb/v2 as log
+// and stable store and file snapshots, all under the data directory; gossip
+// membership with hashicorp/memberlist; and the two gates every request passes.
+//
+// Writes go through Submit. On the leader one proposer goroutine gathers every
+// write waiting at that moment into a single log entry, so a burst costs one
+// append and one fsync; on a follower the write is forwarded to the leader over a
+// multiplexed connection that keeps submission order. Every error a caller sees
+// is either definitely-not-applied (ErrNoLeader, ErrNotLeader, ErrShutdown,
+// ErrTooLarge) or indeterminate (ErrIndeterminate); only a write carrying a
+// session may be retried after an indeterminate error.
+//
+// Reads go through ReadBarrier, which implements the read-index protocol on every
+// node (see readindex.go); concurrent reads share one leadership confirmation.
+//
+// Membership follows the leader-loop pattern of Consul and Nomad: gossip decides
+// who is alive; the leader adds alive members as non-voters, promotes them when
+// caught up, removes members that left, and removes members dead longer than a
+// timeout only while a healthy quorum remains. Shutdown is not a departure: the
+// node stays in the configuration and rejoins as itself; Leave is explicit.
+//
+// Raft's own traffic and node-to-node requests share one TCP port (stream.go).
+package cluster

@@ -1,0 +1,246 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rookerydb/rookery/filters"
+	"github.com/rookerydb/rookery/fsm"
+)
+
+// freeAddr returns a 127.0.0.1 address with a port free at the moment of the call.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// freeGossipAddr returns an address whose port is free for both TCP and UDP.
+func freeGossipAddr(t *testing.T) string {
+	t.Helper()
+	for i := 0; i < 50; i++ {
+		a := freeAddr(t)
+		pc, err := net.ListenPacket("udp", a)
+		if err == nil {
+			pc.Close()
+			return a
+		}
+	}
+	t.Fatal("no free gossip port")
+	return ""
+}
+
+// testCluster is a set of in-process nodes on real TCP.
+type testCluster struct {
+	t      *testing.T
+	faults *Faults
+	cfgs   []Config
+	nodes  []*Node // nil where stopped
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("ROOKERY_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(discard{}, nil))
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// newTestCluster starts n nodes that bootstrap together.
+func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t, faults: NewFaults()}
+	var first string
+	for i := 0; i < n; i++ {
+		cfg := tc.config(fmt.Sprintf("n%d", i+1))
+		cfg.BootstrapExpect = n
+		if i == 0 {
+			first = cfg.GossipAddr
+		} else {
+			cfg.Join = []string{first}
+		}
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		tc.cfgs = append(tc.cfgs, cfg)
+	}
+	for i := range tc.cfgs {
+		tc.start(i)
+	}
+	t.Cleanup(tc.stopAll)
+	return tc
+}
+
+func (tc *testCluster) config(id string) Config {
+	raftAddr := freeAddr(tc.t)
+	return Config{
+		ID:                id,
+		DataDir:           filepath.Join(tc.t.TempDir(), id),
+		RaftAddr:          raftAddr,
+		GossipAddr:        freeGossipAddr(tc.t),
+		RESPAddr:          "127.0.0.1:1" + strconv.Itoa(len(tc.cfgs)),
+		HTTPAddr:          "127.0.0.1:2" + strconv.Itoa(len(tc.cfgs)),
+		HeartbeatTimeout:  300 * time.Millisecond,
+		ElectionTimeout:   300 * time.Millisecond,
+		ApplyTimeout:      3 * time.Second,
+		DeadServerTimeout: time.Hour,
+		Logger:            testLogger().With("node", id),
+		Dial:              tc.faults.Dial(func() string { return raftAddr }),
+	}
+}
+
+// add starts one more node that joins the first node's gossip.
+func (tc *testCluster) add(tweak func(*Config)) int {
+	cfg := tc.config(fmt.Sprintf("n%d", len(tc.cfgs)+1))
+	cfg.Join = []string{tc.cfgs[0].GossipAddr}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	tc.cfgs = append(tc.cfgs, cfg)
+	tc.start(len(tc.cfgs) - 1)
+	return len(tc.cfgs) - 1
+}
+
+func (tc *testCluster) start(i int) {
+	tc.t.Helper()
+	for len(tc.nodes) <= i {
+		tc.nodes = append(tc.nodes, nil)
+	}
+	n, err := New(tc.cfgs[i])
+	if err != nil {
+		tc.t.Fatalf("start %s: %v", tc.cfgs[i].ID, err)
+	}
+	tc.nodes[i] = n
+}
+
+// crash stops node i without any courtesy to the others (no leadership
+// transfer, no leave).
+func (tc *testCluster) crash(i int) {
+	tc.t.Helper()
+	if n := tc.nodes[i]; n != nil {
+		tc.nodes[i] = nil
+		_ = n.closeAll()
+	}
+}
+
+func (tc *testCluster) stopAll() {
+	for i := range tc.nodes {
+		tc.crash(i)
+	}
+}
+
+func (tc *testCluster) live() []*Node {
+	var out []*Node
+	for _, n := range tc.nodes {
+		if n != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// leader waits until exactly one live node leads and every live node knows it.
+func (tc *testCluster) leader(within time.Duration) (int, *Node) {
+	tc.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		li := -1
+		agreed := true
+		for i, n := range tc.nodes {
+			if n == nil {
+				continue
+			}
+			if n.IsLeader() {
+				li = i
+			}
+		}
+		if li >= 0 {
+			for _, n := range tc.live() {
+				if id, _ := n.Leader(); id != tc.cfgs[li].ID {
+					agreed = false
+				}
+			}
+			if agreed {
+				return li, tc.nodes[li]
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tc.t.Fatalf("no agreed leader within %v", within)
+	return -1, nil
+}
+
+func (tc *testCluster) followers() []int {
+	var out []int
+	for i, n := range tc.nodes {
+		if n != nil && !n.IsLeader() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func bfAdd(key string, items ...string) *fsm.Command {
+	c := &fsm.Command{Op: fsm.OpAdd, Family: fsm.FamilyBF, Key: key, Multi: true,
+		Spec: fsm.Spec{Kind: filters.KindScalable, Capacity: 1000, ErrorRate: 0.01, Expansion: 2}}
+	for _, it := range items {
+		c.Items = append(c.Items, []byte(it))
+	}
+	return c
+}
+
+func submit(ctx context.Context, n *Node, c *fsm.Command) (*fsm.Result, error) {
+	return n.Submit(c).Wait(ctx)
+}
+
+func mustSubmit(t *testing.T, n *Node, c *fsm.Command) *fsm.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := submit(ctx, n, c)
+	if err != nil {
+		t.Fatalf("submit to %s: %v", n.ID(), err)
+	}
+	if r.Err != nil {
+		t.Fatalf("submit to %s: domain error %v", n.ID(), r.Err)
+	}
+	return r
+}
+
+// exists reads through a linearizable barrier on n.
+func exists(t *testing.T, n *Node, key, item string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.ReadBarrier(ctx, ReadLinearizable); err != nil {
+		t.Fatalf("read barrier on %s: %v", n.ID(), err)
+	}
+	return n.FSM().Exists(fsm.FamilyBF, key, [][]byte{[]byte(item)})[0]
+}
+
+// eventually polls cond until it holds or the time is up.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s", within, what)
+}

@@ -1,0 +1,329 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/rookerydb/rookery/fsm"
+)
+
+// Node is one Rookery server: a Raft voter (or non-voter) holding every filter,
+// a gossip member, and the gate through which writes are proposed and reads made
+// fresh.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	fsm    *fsm.FSM
+	raft   *raft.Raft
+	store  *raftboltdb.BoltStore
+	logs   raft.LogStore // the store behind a cache of recent entries
+	trans  *raft.NetworkTransport
+	mux    *mux
+	ml     *memberlist.Memberlist
+	events chan struct{} // membership changed: reconcile soon
+
+	raftAdvertise string
+	startIndex    uint64 // last log index when the node started
+
+	props    chan proposal
+	inflight chan inflightBatch
+	reserved atomic.Int64 // bytes admitted but not yet applied
+
+	barrierTerm  atomic.Uint64 // term whose Barrier has been applied
+	bootstrapped atomic.Bool
+	leaderGate   *gate // read index rounds while leading
+	remoteGate   *gate // read index rounds asked of the leader
+
+	peersMu sync.Mutex
+	peers   map[string]*rpcClient // by raft address
+
+	deadMu    sync.Mutex
+	deadSince map[string]time.Time
+
+	metrics *metrics
+
+	left     chan struct{} // closed once the node has left the cluster for good
+	leftOnce sync.Once
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// New opens the node's stores, starts Raft and gossip, and returns once the node
+// is listening. It bootstraps or joins in the background.
+func New(c Config) (*Node, error) {
+	cfg, err := c.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
+	}
+	n := &Node{
+		cfg:       cfg,
+		log:       cfg.Logger.With("component", "cluster", "node", cfg.ID),
+		events:    make(chan struct{}, 1),
+		props:     make(chan proposal, 4096),
+		inflight:  make(chan inflightBatch, 1024),
+		peers:     make(map[string]*rpcClient),
+		deadSince: make(map[string]time.Time),
+		left:      make(chan struct{}),
+		stop:      make(chan struct{}),
+	}
+	n.fsm = fsm.New(fsm.Options{SessionTTL: cfg.SessionTTL, Logger: cfg.Logger})
+	n.metrics = newMetrics(n, cfg.Registry)
+	n.leaderGate = newGate(n.leaderReadIndex)
+	n.remoteGate = newGate(n.remoteReadIndex)
+	if err := n.startRaft(); err != nil {
+		n.closeAll()
+		return nil, err
+	}
+	if err := n.startGossip(); err != nil {
+		n.closeAll()
+		return nil, err
+	}
+	n.wg.Add(4)
+	go n.proposeLoop()
+	go n.resolveLoop()
+	go n.leaderLoop()
+	go n.membershipLoop()
+	if len(cfg.Join) > 0 {
+		n.wg.Add(1)
+		go n.joinLoop()
+	}
+	return n, nil
+}
+
+func (n *Node) startRaft() error {
+	cfg := n.cfg
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	rc.Logger = newHCLogger("raft", n.cfg.Logger)
+
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	if err != nil {
+		return fmt.Errorf("open log store %s: %w", cfg.DataDir, err)
+	}
+	n.store = store
+	logs, err := raft.NewLogCache(512, store)
+	if err != nil {
+		return fmt.Errorf("log cache: %w", err)
+	}
+	n.logs = logs
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, newHCLogger("snapshot", n.cfg.Logger))
+	if err != nil {
+		return fmt.Errorf("open snapshot store %s: %w", cfg.DataDir, err)
+	}
+	ln, err := net.Listen("tcp", cfg.RaftAddr)
+	if err != nil {
+		return fmt.Errorf("listen raft %s: %w", cfg.RaftAddr, err)
+	}
+	adv := cfg.RaftAdvertise
+	if adv == "" {
+		adv = advertiseOf(cfg.RaftAddr, ln.Addr())
+	}
+	advAddr, err := net.ResolveTCPAddr("tcp", adv)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("raft advertise address %s: %w", adv, err)
+	}
+	n.raftAdvertise = adv
+	n.mux = newMux(ln, advAddr, cfg.Dial, n.serveRPC)
+	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  raftLayer{n.mux},
+		MaxPool: 4,
+		Timeout: 5 * time.Second,
+		Logger:  newHCLogger("raft-net", n.cfg.Logger),
+	})
+	last, err := store.LastIndex()
+	if err != nil {
+		return fmt.Errorf("read log store: %w", err)
+	}
+	n.startIndex = last
+	r, err := raft.NewRaft(rc, instrumentFSM(n.fsm, n.metrics), logs, store, snaps, n.trans)
+	if err != nil {
+		return fmt.Errorf("start raft: %w", err)
+	}
+	n.raft = r
+	return nil
+}
+
+// advertiseOf turns a listen address into one peers can dial: an unspecified
+// host becomes the host name, a zero port the port actually bound.
+func advertiseOf(listen string, bound net.Addr) string {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return bound.String()
+	}
+	_, port, _ := net.SplitHostPort(bound.String())
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		if h, err := os.Hostname(); err == nil {
+			host = h
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// FSM returns the node's state machine, for reads.
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// ID returns the node's id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// RaftAddr returns the address peers reach this node's Raft at.
+func (n *Node) RaftAddr() string { return n.raftAdvertise }
+
+// GossipAddr returns the address memberlist listens on.
+func (n *Node) GossipAddr() string {
+	a := n.ml.LocalNode()
+	return net.JoinHostPort(a.Addr.String(), fmt.Sprint(a.Port))
+}
+
+// IsLeader reports whether this node is the Raft leader now.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the current leader's id and Raft address ("" when unknown).
+func (n *Node) Leader() (id, addr string) {
+	a, i := n.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// Ready reports whether the node has a leader and has applied the log it held at
+// start.
+func (n *Node) Ready() bool {
+	id, _ := n.Leader()
+	return id != "" && n.appliedThrough(n.startIndex)
+}
+
+// Left is closed once the node has left the cluster for good (Leave).
+func (n *Node) Left() <-chan struct{} { return n.left }
+
+// Status reports the node's view of itself.
+func (n *Node) Status() Status {
+	lid, _ := n.Leader()
+	st := Status{
+		ID:           n.cfg.ID,
+		Role:         strings.ToLower(n.raft.State().String()),
+		LeaderID:     lid,
+		Term:         n.raft.CurrentTerm(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.fsm.AppliedIndex(),
+		Filters:      n.fsm.Len(),
+		MemoryBytes:  n.fsm.MemoryBytes(),
+		Ready:        n.Ready(),
+	}
+	if lid != "" {
+		if m, ok := n.memberMeta(lid); ok {
+			st.LeaderRESP = m.RESP
+		}
+	}
+	if lc := n.raft.LastContact(); !lc.IsZero() && st.Role != "leader" {
+		st.LastContact = time.Since(lc).Round(time.Millisecond).String()
+	}
+	return st
+}
+
+// Shutdown stops the node cleanly. Unless the node is configured to leave on
+// terminate, it stays in the configuration: a leader hands leadership over first,
+// and a restart with the same data directory rejoins as the same member.
+func (n *Node) Shutdown(ctx context.Context) error {
+	if n.cfg.LeaveOnTerminate {
+		if err := n.Leave(ctx); err != nil {
+			n.log.Warn("leave on terminate", "err", err)
+		}
+	} else if n.IsLeader() && n.voters() > 1 {
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			n.log.Warn("leadership transfer before shutdown", "err", err)
+		}
+	}
+	return n.closeAll()
+}
+
+func (n *Node) closeAll() error {
+	var errs []error
+	n.stopOnce.Do(func() { close(n.stop) })
+	if n.ml != nil {
+		// Shutdown, not Leave: the others see this node fail, not depart, and keep
+		// it in the configuration.
+		errs = append(errs, n.ml.Shutdown())
+	}
+	if n.raft != nil {
+		errs = append(errs, n.raft.Shutdown().Error())
+	}
+	if n.trans != nil {
+		errs = append(errs, n.trans.Close())
+	}
+	if n.mux != nil {
+		errs = append(errs, n.mux.close())
+	}
+	n.peersMu.Lock()
+	for _, p := range n.peers {
+		p.close()
+	}
+	n.peersMu.Unlock()
+	n.wg.Wait()
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (n *Node) stopping() bool {
+	select {
+	case <-n.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// voters counts voters in the latest configuration.
+func (n *Node) voters() int {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	c := 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			c++
+		}
+	}
+	return c
+}
+
+// peer returns the RPC client for a peer's Raft address.
+func (n *Node) peer(addr string) *rpcClient {
+	n.peersMu.Lock()
+	defer n.peersMu.Unlock()
+	p := n.peers[addr]
+	if p == nil {
+		p = newRPCClient(addr, func(ctx context.Context) (net.Conn, error) {
+			return n.mux.dialStream(ctx, addr, streamRPC)
+		})
+		n.peers[addr] = p
+	}
+	return p
+}

@@ -1,0 +1,206 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Linearizable reads follow the read-index protocol (Raft dissertation, 6.4):
+// the leader notes its commit index, confirms it still leads with one round of
+// heartbeats (VerifyLeader), and hands the index out; the reading node waits until
+// it has applied that index and then reads its own memory. A new leader first
+// commits a Barrier in its term, so its commit index covers everything committed
+// before it was elected. hashicorp/raft's leader lease is not a read lease and its
+// followers are stale by default, so neither is relied on.
+//
+// Reads waiting at the same moment share one round: a gate runs one round at a
+// time and gives its index to every reader that arrived before the round began.
+
+const readRoundTimeout = 5 * time.Second
+
+// gate batches concurrent callers into rounds.
+type gate struct {
+	round   func(ctx context.Context) (uint64, error)
+	mu      sync.Mutex
+	waiting []chan gateResult
+	running bool
+}
+
+type gateResult struct {
+	index uint64
+	err   error
+}
+
+func newGate(round func(ctx context.Context) (uint64, error)) *gate {
+	return &gate{round: round}
+}
+
+func (g *gate) wait(ctx context.Context) (uint64, error) {
+	ch := make(chan gateResult, 1)
+	g.mu.Lock()
+	g.waiting = append(g.waiting, ch)
+	if !g.running {
+		g.running = true
+		go g.loop()
+	}
+	g.mu.Unlock()
+	select {
+	case r := <-ch:
+		return r.index, r.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (g *gate) loop() {
+	for {
+		g.mu.Lock()
+		batch := g.waiting
+		g.waiting = nil
+		if len(batch) == 0 {
+			g.running = false
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), readRoundTimeout)
+		idx, err := g.round(ctx)
+		cancel()
+		for _, ch := range batch {
+			ch <- gateResult{idx, err}
+		}
+	}
+}
+
+// ReadBarrier returns once this node's state reflects every write acknowledged
+// before the call (ReadLinearizable), or at once (ReadStale).
+func (n *Node) ReadBarrier(ctx context.Context, level ReadLevel) error {
+	if level == ReadStale {
+		return nil
+	}
+	var idx uint64
+	var err error
+	if n.IsLeader() {
+		idx, err = n.leaderGate.wait(ctx)
+	} else {
+		idx, err = n.remoteGate.wait(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	n.metrics.readRounds.Inc()
+	return n.waitApplied(ctx, idx)
+}
+
+// waitApplied returns once the state machine reflects every log entry up to idx.
+//
+// The state machine sees only commands and configuration changes: raft's no-op
+// (one per term) and barrier entries never reach it, so its applied index may
+// stop short of an idx that is one of those. raft counts an entry applied once
+// it has handed it, in order, to the state machine's queue; from then on the
+// state machine is fresh enough when it has applied the last entry at or below
+// idx that it will ever see.
+func (n *Node) waitApplied(ctx context.Context, idx uint64) error {
+	if n.fsm.AppliedIndex() >= idx {
+		return nil
+	}
+	if n.raft.AppliedIndex() < idx {
+		// No-op and barrier entries wake nobody, hence the poll.
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for n.raft.AppliedIndex() < idx {
+			if n.fsm.AppliedIndex() >= idx {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+	}
+	return n.fsm.WaitApplied(ctx, n.lastFSMIndex(idx))
+}
+
+// appliedThrough reports, without waiting, whether the state machine reflects
+// every log entry up to idx.
+func (n *Node) appliedThrough(idx uint64) bool {
+	if n.fsm.AppliedIndex() >= idx {
+		return true
+	}
+	return n.raft.AppliedIndex() >= idx && n.fsm.AppliedIndex() >= n.lastFSMIndex(idx)
+}
+
+// lastFSMIndex returns the index of the last entry at or below idx that the
+// state machine applies (a command or a configuration change), or 0 if there is
+// none in the log: entries compacted into a snapshot are already in the state.
+func (n *Node) lastFSMIndex(idx uint64) uint64 {
+	var l raft.Log
+	for i := idx; i > 0; i-- {
+		if err := n.logs.GetLog(i, &l); err != nil {
+			return 0
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return i
+		}
+	}
+	return 0
+}
+
+// leaderReadIndex is one leader round.
+func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
+	if n.raft.State() != raft.Leader {
+		return 0, ErrNotLeader
+	}
+	term := n.raft.CurrentTerm()
+	if n.barrierTerm.Load() != term {
+		if err := n.raft.Barrier(readRoundTimeout).Error(); err != nil {
+			return 0, translateReadErr(err)
+		}
+		n.barrierTerm.Store(term)
+	}
+	idx := n.raft.CommitIndex()
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return 0, translateReadErr(err)
+	}
+	if n.raft.CurrentTerm() != term {
+		return 0, ErrNotLeader
+	}
+	return idx, nil
+}
+
+// remoteReadIndex asks the leader for a read index.
+func (n *Node) remoteReadIndex(ctx context.Context) (uint64, error) {
+	_, addr := n.Leader()
+	if addr == "" {
+		return 0, ErrNoLeader
+	}
+	body, err := n.peer(addr).call(ctx, opReadIndex, nil)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		// A read is safe to retry whatever went wrong.
+		return 0, fmt.Errorf("%w: read index from %s: %v", ErrNoLeader, addr, err)
+	}
+	if len(body) != 8 {
+		return 0, fmt.Errorf("bad read index reply of %d bytes", len(body))
+	}
+	return binary.BigEndian.Uint64(body), nil
+}
+
+func translateReadErr(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+		return ErrNotLeader
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrShutdown
+	}
+	return err
+}

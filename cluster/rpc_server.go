@@ -1,0 +1,124 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"net"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/rookerydb/rookery/fsm"
+)
+
+// peerStatus is what a node tells a peer about itself (opStatus): the leader uses
+// it to promote a caught-up non-voter, and a node about to bootstrap uses it to
+// learn whether a cluster already exists.
+type peerStatus struct {
+	ID           string `json:"id"`
+	AppliedIndex uint64 `json:"applied"`
+	LastIndex    uint64 `json:"last"`
+	HasState     bool   `json:"has_state"`
+	Leader       string `json:"leader"`
+}
+
+// serveRPC answers one peer connection until it closes.
+func (n *Node) serveRPC(c net.Conn) {
+	defer c.Close()
+	r := bufio.NewReaderSize(c, 64<<10)
+	fw := newFrameWriter(c, func() { c.Close() })
+	defer fw.stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-n.stop:
+			c.Close()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		id, op, body, err := readFrame(r)
+		if err != nil {
+			return
+		}
+		reply := func(err error, out []byte) {
+			code := codeOf(err)
+			if err != nil {
+				out = []byte(err.Error())
+			}
+			_ = fw.send(id, code, out)
+		}
+		switch op {
+		case opApply:
+			// Submitted here, in the order frames arrive, so a forwarded pipeline
+			// keeps its order; waited for elsewhere.
+			fut, err := n.applyRemote(ctx, body)
+			if err != nil {
+				reply(err, nil)
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := fut.Wait(context.Background())
+				if err != nil {
+					reply(err, nil)
+					return
+				}
+				reply(nil, fsm.EncodeResult(res))
+			}()
+		case opReadIndex:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				idx, err := n.leaderGate.wait(ctx)
+				var out [8]byte
+				binary.BigEndian.PutUint64(out[:], idx)
+				reply(err, out[:])
+			}()
+		case opStatus:
+			b, _ := json.Marshal(n.peerStatus())
+			reply(nil, b)
+		case opRemove:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				reply(n.removeServer(string(body)), nil)
+			}()
+		default:
+			reply(errUnknownOp, nil)
+		}
+	}
+}
+
+type rpcError string
+
+func (e rpcError) Error() string { return string(e) }
+
+const errUnknownOp = rpcError("unknown request")
+
+func (n *Node) peerStatus() peerStatus {
+	lid, _ := n.Leader()
+	last := n.raft.LastIndex()
+	return peerStatus{
+		ID:           n.cfg.ID,
+		AppliedIndex: n.fsm.AppliedIndex(),
+		LastIndex:    last,
+		HasState:     last > 0 || n.raft.CurrentTerm() > 0,
+		Leader:       lid,
+	}
+}
+
+// removeServer removes id from the configuration; only the leader can.
+func (n *Node) removeServer(id string) error {
+	if n.raft.State() != raft.Leader {
+		return ErrNotLeader
+	}
+	n.log.Info("removing server", "id", id)
+	return n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error()
+}

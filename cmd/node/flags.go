@@ -1,0 +1,213 @@
+package main
+
+import (
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// options is every flag of the rookery binary. Each flag can also come from the
+// environment as ROOKERY_<FLAG> (upper case, dashes as underscores); a flag on
+// the command line wins over the environment.
+type options struct {
+	id              string
+	dataDir         string
+	respAddr        string
+	httpAddr        string
+	raftAddr        string
+	raftAdvertise   string
+	gossipAddr      string
+	gossipAdvertise string
+	gossipKey       string
+	bootstrapExpect int
+	join            string
+	maxMemory       string
+	requirePass     string
+	logLevel        string
+	dev             bool
+
+	deadServerTimeout  time.Duration
+	leaveOnTerminate   bool
+	heartbeatTimeout   time.Duration
+	electionTimeout    time.Duration
+	leaderLeaseTimeout time.Duration
+	commitTimeout      time.Duration
+	snapshotThreshold  uint64
+	snapshotInterval   time.Duration
+	applyTimeout       time.Duration
+
+	maxItemSize    string
+	maxItems       int
+	maxCapacity    uint64
+	maxClients     int
+	maxRequestSize string
+}
+
+func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("rookery", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&o.id, "id", "", "node id, unique and stable across restarts (default: the host name; \"dev\" with --dev)")
+	fs.StringVar(&o.dataDir, "data-dir", "", "directory for the Raft log and snapshots (required unless --dev)")
+	fs.StringVar(&o.respAddr, "resp-addr", "127.0.0.1:6479", "RESP (Redis protocol) listen address")
+	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:6480", "HTTP listen address (status, health, metrics)")
+	fs.StringVar(&o.raftAddr, "raft-addr", "127.0.0.1:6481", "Raft and node-to-node listen address")
+	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "Raft address other nodes dial (default: --raft-addr)")
+	fs.StringVar(&o.gossipAddr, "gossip-addr", "127.0.0.1:6482", "gossip (memberlist) listen address")
+	fs.StringVar(&o.gossipAdvertise, "gossip-advertise", "", "gossip address other nodes use (default: --gossip-addr)")
+	fs.StringVar(&o.gossipKey, "gossip-key", "", "base64 key (16, 24 or 32 bytes) encrypting gossip; members without it cannot join")
+	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 0, "wait for this many members, then bootstrap the cluster with them (1: a single node)")
+	fs.StringVar(&o.join, "join", "", "gossip addresses of existing members, host:port[,host:port]")
+	fs.StringVar(&o.maxMemory, "max-memory", "0", "cap on the memory all filters may take, e.g. 4gb (0: no cap)")
+	fs.StringVar(&o.requirePass, "requirepass", "", "password RESP clients must give with AUTH or HELLO AUTH")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&o.dev, "dev", false, "a single node with its data in a temporary directory (implies --bootstrap-expect 1)")
+	fs.DurationVar(&o.deadServerTimeout, "dead-server-timeout", time.Hour, "remove a member dead this long, if a healthy quorum remains")
+	fs.BoolVar(&o.leaveOnTerminate, "leave-on-terminate", false, "leave the cluster for good on SIGTERM/SIGINT instead of restarting later as the same member")
+	fs.DurationVar(&o.heartbeatTimeout, "heartbeat-timeout", 400*time.Millisecond, "Raft heartbeat timeout")
+	fs.DurationVar(&o.electionTimeout, "election-timeout", 400*time.Millisecond, "Raft election timeout")
+	fs.DurationVar(&o.leaderLeaseTimeout, "leader-lease-timeout", 200*time.Millisecond, "Raft leader lease timeout")
+	fs.DurationVar(&o.commitTimeout, "commit-timeout", 5*time.Millisecond, "Raft commit timeout")
+	fs.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", 16384, "log entries between snapshots")
+	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", 30*time.Second, "how often to check whether to snapshot")
+	fs.DurationVar(&o.applyTimeout, "apply-timeout", 10*time.Second, "how long a write may wait for the log")
+	fs.StringVar(&o.maxItemSize, "max-item-size", "64kb", "largest item a command may carry")
+	fs.IntVar(&o.maxItems, "max-items", 100000, "most items one command may carry")
+	fs.Uint64Var(&o.maxCapacity, "max-capacity", 1<<30, "largest capacity a filter may be created with")
+	fs.IntVar(&o.maxClients, "max-clients", 10000, "most RESP client connections at once")
+	fs.StringVar(&o.maxRequestSize, "max-request-size", "512mb", "largest RESP request")
+	return fs
+}
+
+// parseOptions reads args, then fills every flag not given from the environment.
+func parseOptions(args []string, env func(string) (string, bool), out io.Writer) (*options, error) {
+	o := &options{}
+	fs := newFlagSet(o, out)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] {
+			return
+		}
+		name := "ROOKERY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := env(name); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if o.dev {
+		// A single node elects itself after one heartbeat timeout: keep --dev
+		// ready well within a second unless the timing was set explicitly.
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		for name, v := range map[string]string{"heartbeat-timeout": "100ms", "election-timeout": "100ms", "leader-lease-timeout": "50ms"} {
+			if !given[name] {
+				_ = fs.Set(name, v)
+			}
+		}
+	}
+	return o, o.check()
+}
+
+func (o *options) check() error {
+	if o.dev && o.bootstrapExpect == 0 {
+		o.bootstrapExpect = 1
+	}
+	if o.id == "" {
+		if o.dev {
+			o.id = "dev"
+		} else if h, err := os.Hostname(); err == nil {
+			o.id = h
+		}
+	}
+	if o.dataDir == "" && !o.dev {
+		return errors.New("--data-dir is required (or run with --dev)")
+	}
+	if o.bootstrapExpect < 0 {
+		return errors.New("--bootstrap-expect must not be negative")
+	}
+	if _, err := o.gossipKeyBytes(); err != nil {
+		return err
+	}
+	for _, s := range []struct{ name, v string }{{"max-memory", o.maxMemory}, {"max-item-size", o.maxItemSize}, {"max-request-size", o.maxRequestSize}} {
+		if _, err := parseBytes(s.v); err != nil {
+			return fmt.Errorf("--%s: %w", s.name, err)
+		}
+	}
+	if _, err := o.level(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (o *options) gossipKeyBytes() ([]byte, error) {
+	if o.gossipKey == "" {
+		return nil, nil
+	}
+	k, err := base64.StdEncoding.DecodeString(o.gossipKey)
+	if err != nil {
+		return nil, fmt.Errorf("--gossip-key: not base64: %w", err)
+	}
+	if n := len(k); n != 16 && n != 24 && n != 32 {
+		return nil, fmt.Errorf("--gossip-key: must decode to 16, 24 or 32 bytes, got %d", n)
+	}
+	return k, nil
+}
+
+func (o *options) level() (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return 0, fmt.Errorf("--log-level: %w", err)
+	}
+	return l, nil
+}
+
+func (o *options) joinAddrs() []string {
+	var out []string
+	for _, a := range strings.Split(o.join, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// parseBytes reads a size such as 1048576, 64kb, 512MB or 4g.
+func parseBytes(s string) (uint64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	mult := uint64(1)
+	for _, u := range []struct {
+		suffix string
+		m      uint64
+	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40}, {"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"tb", 1 << 40}, {"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40}, {"b", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.m
+			break
+		}
+	}
+	v, err := strconv.ParseUint(t, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	if v != 0 && v > ^uint64(0)/mult {
+		return 0, fmt.Errorf("size %q too large", s)
+	}
+	return v * mult, nil
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/transport"
+)
+
+// version is reported by HELLO and INFO; release builds set it with -ldflags.
+var version = "0.1.0-dev"
+
+// shutdownTimeout bounds a clean shutdown (leadership transfer, leave).
+const shutdownTimeout = 10 * time.Second
+
+// run starts a node from args and the environment and serves until ctx ends or
+// the node leaves the cluster.
+func run(ctx context.Context, args []string, env func(string) (string, bool), stderr io.Writer) error {
+	o, err := parseOptions(args, env, stderr)
+	if err != nil {
+		return err
+	}
+	level, _ := o.level()
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	if o.dev {
+		dir, err := os.MkdirTemp("", "rookery-dev-")
+		if err != nil {
+			return fmt.Errorf("dev data directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		if o.dataDir == "" {
+			o.dataDir = dir
+		}
+	}
+
+	// Client-facing listeners first, so a port in use fails before Raft starts.
+	respLn, err := net.Listen("tcp", o.respAddr)
+	if err != nil {
+		return fmt.Errorf("listen resp %s: %w", o.respAddr, err)
+	}
+	defer respLn.Close()
+	httpLn, err := net.Listen("tcp", o.httpAddr)
+	if err != nil {
+		return fmt.Errorf("listen http %s: %w", o.httpAddr, err)
+	}
+	defer httpLn.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	ccfg, err := o.clusterConfig(respLn.Addr().String(), httpLn.Addr().String())
+	if err != nil {
+		return err
+	}
+	ccfg.Logger, ccfg.Registry = logger, reg
+	node, err := cluster.New(ccfg)
+	if err != nil {
+		return err
+	}
+
+	tcfg, err := o.transportConfig()
+	if err != nil {
+		node.Shutdown(context.Background())
+		return err
+	}
+	tcfg.Logger, tcfg.Registry, tcfg.Version = logger, reg, version
+	resp := transport.New(tcfg, node)
+	web := transport.NewHTTP(tcfg, node)
+	errc := make(chan error, 2)
+	go func() { errc <- resp.Serve(respLn) }()
+	go func() { errc <- web.Serve(httpLn) }()
+	logger.Info("listening", "id", ccfg.ID, "resp", respLn.Addr().String(), "http", httpLn.Addr().String(),
+		"raft", node.RaftAddr(), "gossip", node.GossipAddr(), "data_dir", o.dataDir, "version", version)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case <-node.Left():
+		logger.Info("left the cluster; shutting down")
+	case serveErr = <-errc:
+		logger.Error("server stopped", "err", serveErr)
+	}
+
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	// Stop taking requests, then hand leadership over (or leave), then stop
+	// answering health checks.
+	errs := []error{serveErr, resp.Close(), node.Shutdown(sctx), web.Close(sctx)}
+	for i, e := range errs {
+		if errors.Is(e, transport.ErrServerClosed) {
+			errs[i] = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// clusterConfig builds the node's configuration; respAddr and httpAddr are the
+// bound client addresses other nodes advertise in ROLE and the node list.
+func (o *options) clusterConfig(respAddr, httpAddr string) (cluster.Config, error) {
+	maxMem, _ := parseBytes(o.maxMemory)
+	key, err := o.gossipKeyBytes()
+	if err != nil {
+		return cluster.Config{}, err
+	}
+	return cluster.Config{
+		ID:                 o.id,
+		DataDir:            o.dataDir,
+		RaftAddr:           o.raftAddr,
+		RaftAdvertise:      o.raftAdvertise,
+		GossipAddr:         o.gossipAddr,
+		GossipAdvertise:    o.gossipAdvertise,
+		GossipKey:          key,
+		RESPAddr:           respAddr,
+		HTTPAddr:           httpAddr,
+		BootstrapExpect:    o.bootstrapExpect,
+		Join:               o.joinAddrs(),
+		DeadServerTimeout:  o.deadServerTimeout,
+		LeaveOnTerminate:   o.leaveOnTerminate,
+		MaxMemory:          maxMem,
+		HeartbeatTimeout:   o.heartbeatTimeout,
+		ElectionTimeout:    o.electionTimeout,
+		LeaderLeaseTimeout: o.leaderLeaseTimeout,
+		CommitTimeout:      o.commitTimeout,
+		SnapshotThreshold:  o.snapshotThreshold,
+		SnapshotInterval:   o.snapshotInterval,
+		ApplyTimeout:       o.applyTimeout,
+	}, nil
+}
+
+func (o *options) transportConfig() (transport.Config, error) {
+	itemSize, _ := parseBytes(o.maxItemSize)
+	reqSize, _ := parseBytes(o.maxRequestSize)
+	if itemSize == 0 || itemSize > 1<<30 || reqSize == 0 || reqSize > 1<<31 {
+		return transport.Config{}, errors.New("--max-item-size must be in (0, 1gb] and --max-request-size in (0, 2gb]")
+	}
+	return transport.Config{
+		MaxItemBytes:       int(itemSize),
+		MaxItemsPerCommand: o.maxItems,
+		MaxCapacity:        o.maxCapacity,
+		MaxClients:         o.maxClients,
+		MaxRequestBytes:    int(reqSize),
+		RequirePass:        o.requirePass,
+		RequestTimeout:     o.applyTimeout,
+	}, nil
+}

@@ -1,0 +1,144 @@
+package fsm
+
+import (
+	"errors"
+
+	"github.com/rookerydb/rookery/filters"
+)
+
+// This file is the contract between fsm and its callers (cluster proposes Commands
+// and reads through the FSM's query methods; transport builds Commands from RESP and
+// renders Results). Everything here is plain data.
+
+// Type is the first byte of a log entry. Types are only ever appended, never
+// renumbered or reused. A type with IgnoreUnknownFlag set may be skipped by a node
+// that does not know it; any other unknown type is a bug and panics.
+type Type uint8
+
+// Log entry types.
+const (
+	TypeCommand Type = 1 // one Command
+	TypeBatch   Type = 2 // several Commands, applied in order, one Result each
+	TypeNoop    Type = 3 // nothing; written by a new leader (barrier) or tests
+
+	// IgnoreUnknownFlag marks types that an older node may skip.
+	IgnoreUnknownFlag Type = 0x80
+)
+
+// CodecVersion is the second byte of every log entry: the version of the payload
+// codec. A decoder refuses versions it does not know.
+const CodecVersion = 1
+
+// Op is what a Command does.
+type Op uint8
+
+// Mutations. Values are never renumbered.
+const (
+	OpReserve   Op = 1 // create Key from Spec; ErrExists if Key exists
+	OpAdd       Op = 2 // add Items (create from Spec first unless NoCreate)
+	OpDelete    Op = 3 // delete Items[0] (CF.DEL, CBF.DEL)
+	OpDelKeys   Op = 4 // DEL Keys...: Ints[0] = how many existed
+	OpLoadChunk Op = 5 // LOADCHUNK Key Iter Data (Family BF or CF)
+)
+
+// Family is the command family a Command or query belongs to; it decides which
+// kinds of filter the key may hold (others answer ErrWrongType) and which kind an
+// auto-create makes.
+type Family uint8
+
+// Families.
+const (
+	FamilyNone Family = 0 // keyspace commands
+	FamilyBF   Family = 1 // filters.KindBloom, filters.KindScalable
+	FamilyCF   Family = 2 // filters.KindCuckoo
+	FamilyCBF  Family = 3 // filters.KindCounting, filters.KindDLeft
+)
+
+// Spec describes a filter to create. Only the fields of Kind matter; the others are
+// zero.
+type Spec struct {
+	Kind            filters.Kind
+	Capacity        uint64
+	ErrorRate       float64 // BF, CBF
+	Expansion       uint32  // BF (0 with NonScaling), CF (0: never grows)
+	NonScaling      bool    // BF
+	BucketSize      uint16  // CF, 1..255
+	MaxIterations   uint16  // CF, 1..65535
+	FingerprintBits uint8   // CF: 8, 12 or 16
+	CounterBits     uint8   // CBF: 4 or 8
+}
+
+// Session identifies a request for exactly-once application (Raft dissertation,
+// 6.3). The zero Session means "no de-duplication".
+type Session struct {
+	ClientID uint64
+	Seq      uint64
+}
+
+// Command is one mutation as it travels through the log.
+type Command struct {
+	Op       Op
+	Family   Family
+	Key      string
+	Keys     []string // OpDelKeys
+	Items    [][]byte // OpAdd, OpDelete
+	Spec     Spec     // OpReserve, and OpAdd's auto-create
+	NoCreate bool     // OpAdd: ErrNotFound when Key is missing
+	NX       bool     // OpAdd, CF: add only items not (maybe) present: ADDNX/INSERTNX
+	Multi    bool     // OpAdd: an array reply (MADD/INSERT), per-item outcomes instead of one error
+	Iter     int64    // OpLoadChunk
+	Data     []byte   // OpLoadChunk
+	Session  Session
+	// Time is the leader's clock (Unix nanoseconds) when it proposed the command.
+	// Sessions expire by it, never by a replica's own clock.
+	Time int64
+}
+
+// Result is the outcome of one Command, identical on every replica.
+type Result struct {
+	// Err is a domain outcome (one of the errors below) or nil.
+	Err error
+	// Ints holds one outcome per item: 1 added / deleted, 0 not (maybe present, not
+	// found), -1 no room (CF.INSERT). For OpDelKeys, Ints[0] is the count.
+	Ints []int64
+	// Stopped marks an Err that ended a multi-item command part way: the items in
+	// Ints were applied, the rest were not tried, and the reply is the array of
+	// Ints followed by Err (BF.MADD on a full non-scaling filter).
+	Stopped bool
+}
+
+// Domain outcomes. transport renders each with RedisBloom's exact string.
+var (
+	ErrNotFound       = errors.New("not found")                  // key required but absent
+	ErrExists         = errors.New("item exists")                // create on an existing key
+	ErrWrongType      = errors.New("wrong type")                 // key holds another family
+	ErrFull           = errors.New("filter is full")             // CF.ADD: no room
+	ErrMaxExpansions  = errors.New("maximum expansions reached") // CF: 32 sub-filters
+	ErrNonScalingFull = errors.New("non scaling filter is full") // BF NONSCALING
+	ErrBadPosition    = errors.New("invalid position")           // LOADCHUNK iterator
+	ErrBadData        = errors.New("received bad data")          // LOADCHUNK data
+	ErrBadSpec        = errors.New("bad filter parameters")      // Spec refused by filters
+	// ErrSessionExpired answers a request whose session sequence number is older
+	// than the results the session table still keeps: it may have been applied,
+	// and it is not applied again.
+	ErrSessionExpired = errors.New("session sequence too old to de-duplicate")
+)
+
+// Info describes one filter (BF.INFO, CF.INFO, CBF.INFO, /v1/filters).
+type Info struct {
+	Key          string
+	Kind         filters.Kind
+	Capacity     uint64  // BF: sum over sub-filters; CF: buckets*bucket size over sub-filters
+	Size         uint64  // bytes (MemoryBytes)
+	Filters      uint64  // sub-filters (1 for kinds that do not scale)
+	Items        uint64  // BF: inserted; CF: held now; CBF: adds minus deletes
+	Deleted      uint64  // CF
+	Buckets      uint64  // CF, of the first sub-filter
+	BucketSize   uint64  // CF
+	MaxIter      uint64  // CF
+	Expansion    uint64  // BF, CF
+	NonScaling   bool    // BF
+	ErrorRate    float64 // BF, CBF: as requested
+	CounterBits  uint64  // CBF
+	EstimatedFPP float64 // from the fill, where the kind can tell; else the target
+}

@@ -1,0 +1,243 @@
+package fsm
+
+import (
+	"errors"
+
+	"github.com/rookerydb/rookery/filters"
+)
+
+// The handlers of the dispatch table. Each runs on the apply goroutine, returns
+// a domain outcome as a value, and changes nothing when it returns an error
+// (except that a multi-item command keeps the items it applied before a
+// stopping error, as RedisBloom's do).
+
+// applyReserve creates c.Key from c.Spec.
+func (f *FSM) applyReserve(c *Command) *Result {
+	if err := f.vacant(c.Key, c.Family); err != nil {
+		return &Result{Err: err}
+	}
+	flt, err := f.create(c)
+	if err != nil {
+		return &Result{Err: err}
+	}
+	f.install(c.Key, flt)
+	return &Result{}
+}
+
+// vacant checks that a command of family fam may create key: ErrExists if key
+// holds a filter of fam, ErrWrongType if one of another family.
+func (f *FSM) vacant(key string, fam Family) error {
+	switch e := f.reg.byKey[key]; {
+	case e == nil:
+		return nil
+	case familyOf(e.kind) != fam:
+		return ErrWrongType
+	}
+	return ErrExists
+}
+
+// create builds the filter c.Spec describes, which must be of c's family.
+func (f *FSM) create(c *Command) (filters.Filter, error) {
+	if familyOf(c.Spec.Kind) != c.Family || c.Family == FamilyNone {
+		return nil, ErrBadSpec
+	}
+	return newFilter(c.Spec)
+}
+
+// install puts flt under key, replacing whatever was there.
+func (f *FSM) install(key string, flt filters.Filter) *entry {
+	if old := f.reg.byKey[key]; old != nil {
+		f.memory.Add(-old.mem)
+	}
+	e := &entry{key: key, kind: flt.Kind(), f: flt, gen: f.gen, mem: flt.MemoryBytes()}
+	f.reg.put(e)
+	f.memory.Add(e.mem)
+	return e
+}
+
+// lookup finds key for a command of family fam.
+func (f *FSM) lookup(key string, fam Family) (*entry, error) {
+	e := f.reg.byKey[key]
+	switch {
+	case e == nil:
+		return nil, ErrNotFound
+	case familyOf(e.kind) != fam:
+		return nil, ErrWrongType
+	}
+	return e, nil
+}
+
+// mutate runs fn on e's filter under its write lock. If a live snapshot may be
+// streaming the filter, fn gets a fresh copy instead (copy-on-write); the copy
+// is made outside the lock, since nothing writes a frozen filter.
+func (f *FSM) mutate(e *entry, fn func(flt filters.Filter)) {
+	if e.gen <= f.snapMax.Load() {
+		c := cloneFilter(e.f)
+		e.mu.Lock()
+		e.f = c
+		e.mu.Unlock()
+		e.gen = f.gen
+	}
+	e.mu.Lock()
+	fn(e.f)
+	mem := e.f.MemoryBytes()
+	e.mu.Unlock()
+	f.memory.Add(mem - e.mem)
+	e.mem = mem
+}
+
+// applyAdd adds c.Items, creating the filter first unless it exists or
+// c.NoCreate forbids it.
+func (f *FSM) applyAdd(c *Command) *Result {
+	e, err := f.lookup(c.Key, c.Family)
+	if errors.Is(err, ErrNotFound) && !c.NoCreate {
+		var flt filters.Filter
+		if flt, err = f.create(c); err == nil {
+			e = f.install(c.Key, flt)
+		}
+	}
+	if err != nil {
+		return &Result{Err: err}
+	}
+	r := &Result{Ints: make([]int64, 0, len(c.Items))}
+	f.mutate(e, func(flt filters.Filter) {
+		for _, it := range c.Items {
+			v, err, stop := addItem(flt, it, c.NX, c.Multi)
+			if err != nil && (stop || !c.Multi) {
+				r.Err = err
+				r.Stopped = c.Multi
+				if !c.Multi {
+					r.Ints = nil
+				}
+				return
+			}
+			r.Ints = append(r.Ints, v)
+		}
+	})
+	return r
+}
+
+// addItem adds one item to flt. It returns the item's outcome (1 added, 0 may
+// have been present, -1 no room), or an error and whether that error stops a
+// multi-item command (a full Bloom does; a full cuckoo filter only fails the
+// item, answering -1 for it).
+func addItem(flt filters.Filter, item []byte, nx, multi bool) (int64, error, bool) {
+	switch v := flt.(type) {
+	case *filters.Scalable:
+		added, err := v.Add(item)
+		if err != nil {
+			if v.NonScaling() {
+				return 0, ErrNonScalingFull, true
+			}
+			return 0, ErrFull, true
+		}
+		return b2i(added), nil, false
+	case *filters.Bloom:
+		return b2i(v.Add(item)), nil, false
+	case *filters.Counting:
+		return b2i(v.Add(item)), nil, false
+	case *filters.DLeft:
+		return b2i(v.Add(item)), nil, false
+	case *filters.Cuckoo:
+		added, err := true, error(nil)
+		if nx {
+			added, err = v.AddNX(item)
+		} else {
+			err = v.Add(item)
+		}
+		if err != nil {
+			if multi {
+				return -1, nil, false
+			}
+			if v.Filters() >= filters.MaxCuckooFilters {
+				return 0, ErrMaxExpansions, false
+			}
+			return 0, ErrFull, false
+		}
+		return b2i(added), nil, false
+	}
+	return 0, ErrWrongType, true
+}
+
+// applyDelete deletes one copy of each of c.Items (CF.DEL, CBF.DEL).
+func (f *FSM) applyDelete(c *Command) *Result {
+	e, err := f.lookup(c.Key, c.Family)
+	if err != nil {
+		return &Result{Err: err}
+	}
+	switch e.kind {
+	case filters.KindCuckoo, filters.KindCounting, filters.KindDLeft:
+	default:
+		return &Result{Err: ErrWrongType}
+	}
+	r := &Result{Ints: make([]int64, 0, len(c.Items))}
+	f.mutate(e, func(flt filters.Filter) {
+		for _, it := range c.Items {
+			var ok bool
+			switch v := flt.(type) {
+			case *filters.Cuckoo:
+				ok = v.Delete(it)
+			case *filters.Counting:
+				ok = v.Delete(it)
+			case *filters.DLeft:
+				ok = v.Delete(it)
+			}
+			r.Ints = append(r.Ints, b2i(ok))
+		}
+	})
+	return r
+}
+
+// applyDelKeys deletes c.Keys and counts those that existed (DEL).
+func (f *FSM) applyDelKeys(c *Command) *Result {
+	n := int64(0)
+	for _, k := range c.Keys {
+		if e := f.reg.byKey[k]; e != nil {
+			f.reg.remove(e)
+			f.memory.Add(-e.mem)
+			n++
+		}
+	}
+	return &Result{Ints: []int64{n}}
+}
+
+// applyLoadChunk loads one SCANDUMP chunk: iterator 1 (the header) creates an
+// empty filter under c.Key, which must not exist; later chunks fill it.
+func (f *FSM) applyLoadChunk(c *Command) *Result {
+	if c.Iter == 1 {
+		if err := f.vacant(c.Key, c.Family); err != nil {
+			return &Result{Err: err}
+		}
+		flt, err := filters.LoadHeader(c.Data)
+		if err != nil || familyOf(flt.Kind()) != c.Family {
+			return &Result{Err: ErrBadData}
+		}
+		f.install(c.Key, flt)
+		return &Result{}
+	}
+	if c.Iter <= 0 {
+		return &Result{Err: ErrBadPosition}
+	}
+	e, err := f.lookup(c.Key, c.Family)
+	if err != nil {
+		return &Result{Err: err}
+	}
+	r := &Result{}
+	f.mutate(e, func(flt filters.Filter) {
+		switch err := filters.LoadChunk(flt, c.Iter, c.Data); {
+		case err == nil:
+		case errors.Is(err, filters.ErrBadPosition):
+			r.Err = ErrBadPosition
+		default:
+			r.Err = ErrBadData
+		}
+	})
+	return r
+}
+
+func b2i(v bool) int64 {
+	if v {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,37 @@
+// Package fsm is Rookery's replicated state machine: the codec of log entries,
+// a registry of named filters, the session table that makes retries
+// exactly-once, and the snapshot format.
+//
+// Every replica applies the same log to its own FSM and must end in the same
+// state, so Apply is a pure function of (state, entry): it reads no clock (time
+// comes from the leader, stamped into each command), draws no random numbers
+// and never depends on map iteration order. Domain outcomes (a missing key, a
+// full filter, a wrong kind) are values in a Result, identical on every replica;
+// an entry that cannot be decoded is a bug and panics, since applying anything
+// else would fork the replicas.
+//
+// # Log entries
+//
+// An entry is [Type][CodecVersion][payload] (see codec.go). Types are only ever
+// appended; a type with IgnoreUnknownFlag set may be skipped by an older node.
+// A TypeBatch entry carries several commands, so the cluster can make one log
+// append (and one fsync) of a burst of writes; multi-item commands such as
+// BF.MADD are one command.
+//
+// # Concurrency
+//
+// raft calls Apply, ApplyBatch, Snapshot and Restore from one goroutine. Queries
+// run on any goroutine: they find a filter under the registry's read lock, drop
+// it, and read under that filter's own read lock, so a read waits only for a
+// mutation of the filter it reads. Snapshot freezes the state without copying
+// filters: a filter that a live snapshot may be streaming is copied by its next
+// mutation (copy-on-write), and Persist streams the frozen objects while later
+// entries apply.
+//
+// # Sessions
+//
+// A command may carry (client id, sequence number). The FSM keeps the results
+// of each client's latest sequence numbers and answers a replay with the stored
+// result instead of applying it again (Raft dissertation, section 6.3). Sessions
+// expire by the leader's clock as stamped into the log, never by a replica's.
+package fsm

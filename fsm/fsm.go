@@ -1,0 +1,199 @@
+package fsm
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Options configure an FSM. Every replica of a cluster must use the same values,
+// since they shape what Apply does.
+type Options struct {
+	// SessionTTL is how long, in the leader's clock as stamped into entries, a
+	// client session is remembered after its last request. Zero means
+	// DefaultSessionTTL.
+	SessionTTL time.Duration
+	// Logger receives the state machine's few messages; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultSessionTTL is the session lifetime when Options.SessionTTL is zero.
+const DefaultSessionTTL = 15 * time.Minute
+
+// FSM is Rookery's replicated state machine: a registry of named filters and a
+// session table, changed only by Apply (raft.FSM and raft.BatchingFSM) and read
+// concurrently through the query methods.
+type FSM struct {
+	log        *slog.Logger
+	reg        *registry
+	sessionTTL int64 // ns
+
+	// applyMu serialises Apply, Snapshot and Restore. raft calls them from one
+	// goroutine, but tests and fakes may not.
+	applyMu  sync.Mutex
+	sessions *sessionTable
+	handlers [lastOp + 1]func(c *Command) *Result
+
+	memory  atomic.Uint64 // sum of the entries' mem
+	applied atomic.Uint64 // last log index applied
+
+	// Snapshot generations (copy-on-write, see entry.gen).
+	gen      uint64 // current generation; apply goroutine only
+	snapMu   sync.Mutex
+	snapLive map[uint64]int // generation -> unreleased snapshots of it
+	snapMax  atomic.Uint64  // highest live generation, 0 if none
+
+	waitMu sync.Mutex
+	waitCh chan struct{} // closed and replaced whenever applied advances
+}
+
+// New returns an empty state machine.
+func New(opts Options) *FSM {
+	if opts.SessionTTL <= 0 {
+		opts.SessionTTL = DefaultSessionTTL
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	f := &FSM{
+		log:        opts.Logger.With("component", "fsm"),
+		reg:        newRegistry(),
+		sessionTTL: int64(opts.SessionTTL),
+		sessions:   newSessionTable(int64(opts.SessionTTL)),
+		gen:        1,
+		snapLive:   make(map[uint64]int),
+		waitCh:     make(chan struct{}),
+	}
+	f.handlers = [lastOp + 1]func(c *Command) *Result{
+		OpReserve:   f.applyReserve,
+		OpAdd:       f.applyAdd,
+		OpDelete:    f.applyDelete,
+		OpDelKeys:   f.applyDelKeys,
+		OpLoadChunk: f.applyLoadChunk,
+	}
+	return f
+}
+
+var _ raft.BatchingFSM = (*FSM)(nil)
+
+// Apply applies one log entry: a *Result for a TypeCommand, a []*Result for a
+// TypeBatch, nil for anything else.
+func (f *FSM) Apply(l *raft.Log) any {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies consecutive log entries under one lock and returns one
+// response per entry, as Apply would.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	if len(logs) == 0 {
+		return out
+	}
+	f.applyMu.Lock()
+	for i, l := range logs {
+		out[i] = f.applyLog(l)
+	}
+	f.applyMu.Unlock()
+	f.setApplied(logs[len(logs)-1].Index)
+	return out
+}
+
+func (f *FSM) applyLog(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil // configuration changes: nothing of ours
+	}
+	t, cmds, err := DecodeEntry(l.Data)
+	if err != nil {
+		// The leader encoded this entry; failing to read it back is a bug or a
+		// version skew, and applying anything else would fork the replicas.
+		panic(fmt.Sprintf("fsm: undecodable log entry at index %d: %v", l.Index, err))
+	}
+	switch t {
+	case TypeCommand:
+		return f.applyCommand(cmds[0])
+	case TypeBatch:
+		rs := make([]*Result, len(cmds))
+		for i, c := range cmds {
+			rs[i] = f.applyCommand(c)
+		}
+		return rs
+	}
+	return nil // TypeNoop, or a skippable type from a newer version
+}
+
+// ApplyCommand applies c as the entry at index, without Raft: the path Apply
+// takes, for tests and fakes.
+func (f *FSM) ApplyCommand(index uint64, c *Command) *Result {
+	f.applyMu.Lock()
+	r := f.applyCommand(c)
+	f.applyMu.Unlock()
+	f.setApplied(index)
+	return r
+}
+
+// applyCommand runs one command through the session table and its handler.
+func (f *FSM) applyCommand(c *Command) *Result {
+	f.sessions.advance(c.Time)
+	if c.Session.Seq == 0 {
+		return f.dispatch(c)
+	}
+	if r, ok := f.sessions.lookup(c.Session); ok {
+		return r
+	}
+	r := f.dispatch(c)
+	f.sessions.store(c.Session, c.Time, r)
+	return r
+}
+
+func (f *FSM) dispatch(c *Command) *Result {
+	if int(c.Op) >= len(f.handlers) || f.handlers[c.Op] == nil {
+		panic(fmt.Sprintf("fsm: no handler for op %d", c.Op))
+	}
+	return f.handlers[c.Op](c)
+}
+
+func (f *FSM) setApplied(index uint64) {
+	if index <= f.applied.Load() {
+		return
+	}
+	f.applied.Store(index)
+	f.waitMu.Lock()
+	close(f.waitCh)
+	f.waitCh = make(chan struct{})
+	f.waitMu.Unlock()
+}
+
+// AppliedIndex returns the index of the last log entry applied.
+func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
+
+// WaitApplied returns once AppliedIndex() >= index, or with ctx's error.
+func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
+	for {
+		f.waitMu.Lock()
+		ch := f.waitCh
+		f.waitMu.Unlock()
+		if f.applied.Load() >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Len returns the number of filters.
+func (f *FSM) Len() int {
+	f.reg.mu.RLock()
+	defer f.reg.mu.RUnlock()
+	return len(f.reg.byKey)
+}
+
+// MemoryBytes returns the memory all filters take.
+func (f *FSM) MemoryBytes() uint64 { return f.memory.Load() }

@@ -1,0 +1,185 @@
+package fsm
+
+import (
+	"errors"
+	"sort"
+
+	"github.com/rookerydb/rookery/filters"
+)
+
+// The read side. Each query finds its entry under the registry's read lock,
+// releases it, and reads the filter under the entry's own read lock, so reads
+// of different filters never wait for each other and a read waits only for a
+// mutation of its own filter.
+
+// read runs fn on key's filter under its read lock.
+func (f *FSM) read(fam Family, key string, fn func(flt filters.Filter)) error {
+	e := f.reg.get(key)
+	switch {
+	case e == nil:
+		return ErrNotFound
+	case fam != FamilyNone && familyOf(e.kind) != fam:
+		return ErrWrongType
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	fn(e.f)
+	return nil
+}
+
+// Exists reports, per item, whether key's filter may hold it. A missing key, or
+// one of another family, answers false for every item.
+func (f *FSM) Exists(fam Family, key string, items [][]byte) []bool {
+	out := make([]bool, len(items))
+	_ = f.read(fam, key, func(flt filters.Filter) {
+		for i, it := range items {
+			out[i] = testItem(flt, it)
+		}
+	})
+	return out
+}
+
+func testItem(flt filters.Filter, item []byte) bool {
+	switch v := flt.(type) {
+	case *filters.Bloom:
+		return v.Test(item)
+	case *filters.Scalable:
+		return v.Test(item)
+	case *filters.Counting:
+		return v.Test(item)
+	case *filters.DLeft:
+		return v.Test(item)
+	case *filters.Cuckoo:
+		return v.Test(item)
+	}
+	return false
+}
+
+// Count returns an upper bound of how many copies of item key's filter holds
+// (CF.COUNT, CBF.COUNT); 0 for a missing key or one of another family.
+func (f *FSM) Count(fam Family, key string, item []byte) uint64 {
+	var n uint64
+	_ = f.read(fam, key, func(flt filters.Filter) {
+		switch v := flt.(type) {
+		case *filters.Cuckoo:
+			n = v.Count(item)
+		case *filters.Counting:
+			n = v.Count(item)
+		case *filters.DLeft:
+			n = v.Count(item)
+		default:
+			n = uint64(b2i(testItem(flt, item)))
+		}
+	})
+	return n
+}
+
+// Card returns the items a Bloom filter has taken (BF.CARD): 0 for a missing
+// key, ErrWrongType for a key of another family.
+func (f *FSM) Card(key string) (uint64, error) {
+	var n uint64
+	err := f.read(FamilyBF, key, func(flt filters.Filter) {
+		switch v := flt.(type) {
+		case *filters.Bloom:
+			n = v.Count()
+		case *filters.Scalable:
+			n = v.Count()
+		}
+	})
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// Info describes key's filter: ErrNotFound if missing, ErrWrongType if of
+// another family.
+func (f *FSM) Info(fam Family, key string) (Info, error) {
+	var in Info
+	err := f.read(fam, key, func(flt filters.Filter) { in = infoOf(key, flt) })
+	return in, err
+}
+
+func infoOf(key string, flt filters.Filter) Info {
+	in := Info{Key: key, Kind: flt.Kind(), Size: flt.MemoryBytes(), Filters: 1}
+	switch v := flt.(type) {
+	case *filters.Bloom:
+		in.Capacity, in.Items, in.NonScaling = v.Capacity(), v.Count(), true
+		in.ErrorRate, in.EstimatedFPP = v.ErrorRate(), v.EstimatedFPP()
+	case *filters.Scalable:
+		in.Capacity, in.Items, in.Filters = v.Capacity(), v.Count(), uint64(v.Filters())
+		in.Expansion, in.NonScaling = uint64(v.Expansion()), v.NonScaling()
+		in.ErrorRate, in.EstimatedFPP = v.ErrorRate(), v.ErrorRate()
+	case *filters.Counting:
+		in.Capacity, in.Items, in.CounterBits = v.Capacity(), v.Items(), uint64(v.CounterBits())
+		in.ErrorRate, in.EstimatedFPP = v.ErrorRate(), v.ErrorRate()
+	case *filters.DLeft:
+		in.Capacity, in.Items, in.CounterBits = v.Capacity(), v.Items(), uint64(v.CounterBits())
+		in.ErrorRate, in.EstimatedFPP = v.ErrorRate(), v.ErrorRate()
+	case *filters.Cuckoo:
+		in.Capacity, in.Items, in.Deleted = v.Slots(), v.Items(), v.Deleted()
+		in.Filters, in.Buckets, in.BucketSize = uint64(v.Filters()), v.Buckets(), uint64(v.BucketSize())
+		in.Expansion, in.MaxIter = uint64(v.Expansion()), uint64(v.MaxIterations())
+		// A lookup compares 2b fingerprints per sub-filter, each matching with
+		// probability 2^-f when its slot is occupied.
+		if slots := v.Slots(); slots > 0 {
+			load := float64(v.Items()) / float64(slots)
+			per := float64(2*v.BucketSize()) / float64(uint64(1)<<v.FingerprintBits())
+			in.EstimatedFPP = min(1, load*per*float64(v.Filters()))
+		}
+	}
+	return in
+}
+
+// ScanDump returns the chunk of key's dump that iter names (SCANDUMP): the
+// next iterator and the data, (0, nil) after the last chunk.
+func (f *FSM) ScanDump(fam Family, key string, iter int64) (int64, []byte, error) {
+	var next int64
+	var data []byte
+	var derr error
+	err := f.read(fam, key, func(flt filters.Filter) {
+		next, data, derr = filters.DumpChunk(flt, iter)
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	if derr != nil {
+		return 0, nil, ErrBadPosition
+	}
+	return next, data, nil
+}
+
+// KindOf reports the kind of key's filter and whether it exists.
+func (f *FSM) KindOf(key string) (filters.Kind, bool) {
+	e := f.reg.get(key)
+	if e == nil {
+		return 0, false
+	}
+	return e.kind, true
+}
+
+// Scan walks the keys in a fixed order (by a hash of the name), examining about
+// count of them from cursor on, and returns those match accepts (every key if
+// match is nil) and the cursor to continue from, 0 at the end. As with Redis's
+// SCAN, a key present for the whole walk is returned at least once.
+func (f *FSM) Scan(cursor uint64, count int, match func(key string, k filters.Kind) bool) (uint64, []string) {
+	return f.reg.scan(cursor, count, match)
+}
+
+// List describes every filter, sorted by key.
+func (f *FSM) List() []Info {
+	f.reg.mu.RLock()
+	es := make([]*entry, 0, len(f.reg.byKey))
+	for _, e := range f.reg.byKey {
+		es = append(es, e)
+	}
+	f.reg.mu.RUnlock()
+	sort.Slice(es, func(i, j int) bool { return es[i].key < es[j].key })
+	out := make([]Info, len(es))
+	for i, e := range es {
+		e.mu.RLock()
+		out[i] = infoOf(e.key, e.f)
+		e.mu.RUnlock()
+	}
+	return out
+}

@@ -1,0 +1,199 @@
+package fsm
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/rookerydb/rookery/filters"
+)
+
+// entry is one named filter. Its kind never changes: replacing a filter by
+// another (LOADCHUNK's header) installs a new entry.
+//
+// Locking: mu guards f. The apply goroutine takes mu for writing around each
+// mutation; readers take it for reading around each read. gen and mem are
+// touched only by the apply goroutine.
+type entry struct {
+	key  string
+	kind filters.Kind
+	hash uint64 // SCAN order
+
+	mu sync.RWMutex
+	f  filters.Filter
+
+	// gen is the snapshot generation f was created in. A snapshot taken since
+	// (one whose generation is >= gen and that is not yet released) may be
+	// streaming f, so the next mutation works on a copy (copy-on-write).
+	gen uint64
+	mem uint64 // f.MemoryBytes() as last accounted
+}
+
+// registry maps names to entries and keeps them in SCAN order.
+//
+// Only the apply goroutine changes it, under mu's write lock; it reads without
+// the lock. Readers take mu's read lock just long enough to find an entry.
+type registry struct {
+	mu    sync.RWMutex
+	byKey map[string]*entry
+	order []*entry // sorted by (hash, key)
+}
+
+func newRegistry() *registry {
+	return &registry{byKey: make(map[string]*entry)}
+}
+
+// get finds an entry; safe from any goroutine.
+func (r *registry) get(key string) *entry {
+	r.mu.RLock()
+	e := r.byKey[key]
+	r.mu.RUnlock()
+	return e
+}
+
+func scanHash(key string) uint64 { return filters.HashString(key).H1 }
+
+func entryLess(a *entry, h uint64, key string) bool {
+	if a.hash != h {
+		return a.hash < h
+	}
+	return a.key < key
+}
+
+// put installs e, replacing any entry of the same key. Apply goroutine only.
+func (r *registry) put(e *entry) {
+	e.hash = scanHash(e.key)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := sort.Search(len(r.order), func(i int) bool { return !entryLess(r.order[i], e.hash, e.key) })
+	if old := r.byKey[e.key]; old != nil {
+		r.order[i] = e
+	} else {
+		r.order = append(r.order, nil)
+		copy(r.order[i+1:], r.order[i:])
+		r.order[i] = e
+	}
+	r.byKey[e.key] = e
+}
+
+// remove deletes key. Apply goroutine only.
+func (r *registry) remove(e *entry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := sort.Search(len(r.order), func(i int) bool { return !entryLess(r.order[i], e.hash, e.key) })
+	if i < len(r.order) && r.order[i] == e {
+		r.order = append(r.order[:i], r.order[i+1:]...)
+	}
+	delete(r.byKey, e.key)
+}
+
+// scan examines up to count entries whose hash is at least cursor, in order, and
+// returns those match accepts with the cursor that continues after them (0 when
+// done). Entries sharing a hash are never split across calls, so a cursor always
+// moves forward.
+func (r *registry) scan(cursor uint64, count int, match func(key string, k filters.Kind) bool) (uint64, []string) {
+	count = max(count, 1)
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	i := sort.Search(len(r.order), func(i int) bool { return r.order[i].hash >= cursor })
+	var keys []string
+	for seen := 0; i < len(r.order); i++ {
+		e := r.order[i]
+		if seen >= count && e.hash != r.order[i-1].hash {
+			break
+		}
+		seen++
+		if match == nil || match(e.key, e.kind) {
+			keys = append(keys, e.key)
+		}
+	}
+	if i == len(r.order) {
+		return 0, keys
+	}
+	// At least one entry was examined and hashes ascend, so next > 0.
+	return r.order[i].hash, keys
+}
+
+// familyOf is the command family that owns a kind.
+func familyOf(k filters.Kind) Family {
+	switch k {
+	case filters.KindBloom, filters.KindScalable:
+		return FamilyBF
+	case filters.KindCuckoo:
+		return FamilyCF
+	case filters.KindCounting, filters.KindDLeft:
+		return FamilyCBF
+	}
+	return FamilyNone
+}
+
+// newFilter builds an empty filter from s.
+func newFilter(s Spec) (filters.Filter, error) {
+	var f filters.Filter
+	var err error
+	switch s.Kind {
+	case filters.KindBloom:
+		f, err = filters.NewBloom(s.Capacity, s.ErrorRate)
+	case filters.KindScalable:
+		f, err = filters.NewScalable(s.Capacity, s.ErrorRate, s.Expansion, s.NonScaling)
+	case filters.KindCounting:
+		f, err = filters.NewCounting(s.Capacity, s.ErrorRate, s.CounterBits)
+	case filters.KindDLeft:
+		f, err = filters.NewDLeft(s.Capacity, s.ErrorRate, s.CounterBits)
+	case filters.KindCuckoo:
+		f, err = filters.NewCuckoo(cuckooConfig(s))
+	default:
+		return nil, ErrBadSpec
+	}
+	if err != nil {
+		return nil, ErrBadSpec
+	}
+	return f, nil
+}
+
+func cuckooConfig(s Spec) filters.CuckooConfig {
+	return filters.CuckooConfig{Capacity: s.Capacity, BucketSize: int(s.BucketSize),
+		FingerprintBits: int(s.FingerprintBits), MaxIterations: int(s.MaxIterations),
+		Expansion: s.Expansion}
+}
+
+// EstimateBytes reports the memory a filter made from s would take when created,
+// without creating it. It returns ErrBadSpec for parameters the filter refuses.
+func EstimateBytes(s Spec) (uint64, error) {
+	var n uint64
+	var err error
+	switch s.Kind {
+	case filters.KindBloom:
+		n, err = filters.BloomBytes(s.Capacity, s.ErrorRate)
+	case filters.KindScalable:
+		n, err = filters.ScalableBytes(s.Capacity, s.ErrorRate, s.Expansion, s.NonScaling)
+	case filters.KindCounting:
+		n, err = filters.CountingBytes(s.Capacity, s.ErrorRate, s.CounterBits)
+	case filters.KindDLeft:
+		n, err = filters.DLeftBytes(s.Capacity, s.ErrorRate, s.CounterBits)
+	case filters.KindCuckoo:
+		n, err = filters.CuckooBytes(cuckooConfig(s))
+	default:
+		return 0, ErrBadSpec
+	}
+	if err != nil {
+		return 0, ErrBadSpec
+	}
+	return n, nil
+}
+
+// cloneFilter returns an independent copy of f.
+func cloneFilter(f filters.Filter) filters.Filter {
+	switch v := f.(type) {
+	case *filters.Bloom:
+		return v.Clone()
+	case *filters.Scalable:
+		return v.Clone()
+	case *filters.Counting:
+		return v.Clone()
+	case *filters.DLeft:
+		return v.Clone()
+	case *filters.Cuckoo:
+		return v.Clone()
+	}
+	panic("fsm: clone of an unknown filter kind")
+}

@@ -1,0 +1,442 @@
+package fsm
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"maps"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/rookerydb/rookery/filters"
+)
+
+// Snapshot stream, version 1:
+//
+//	header   "RKYSNAP\x00", uint16 version, CRC-32C of both
+//	section  tag 'S': the session table
+//	section  tag 'F': one filter: uvarint key length, key, the filter's own
+//	                  encoding (filters.Encode); one per filter, keys ascending
+//	section  tag 'E': uvarint filter count, uvarint applied index
+//
+// Every section ends with the CRC-32C of its tag and contents, so Restore
+// verifies each part as it streams, and a filter's own encoding carries its own
+// checksum as well. Restore builds the new state aside and installs it only once
+// the whole stream has checked out; a damaged snapshot changes nothing.
+
+const (
+	snapMagic   = "RKYSNAP\x00"
+	snapVersion = 1
+
+	tagSessions = 'S'
+	tagFilter   = 'F'
+	tagEnd      = 'E'
+
+	// maxSnapKey bounds a key read from a snapshot.
+	maxSnapKey = 1 << 20
+	// maxSnapInts bounds the outcomes of one stored session result.
+	maxSnapInts = 1 << 24
+)
+
+// ErrBadSnapshot reports a snapshot that is damaged or not one of ours.
+var ErrBadSnapshot = errors.New("fsm: bad snapshot")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Snapshot freezes the current state cheaply: it records which filter objects
+// make up the state and copies the (small) session table. Filters are not
+// copied; a later mutation of a frozen filter copies it first (copy-on-write).
+// Persist then streams the frozen state while later entries apply.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
+	s := &snapshot{fsm: f, gen: f.gen, applied: f.applied.Load(), sessions: f.sessions.clone()}
+	s.entries = make([]frozen, 0, len(f.reg.byKey))
+	for _, e := range f.reg.byKey {
+		s.entries = append(s.entries, frozen{key: e.key, f: e.f})
+	}
+	sort.Slice(s.entries, func(i, j int) bool { return s.entries[i].key < s.entries[j].key })
+	f.snapMu.Lock()
+	f.snapLive[s.gen]++
+	f.snapMax.Store(s.gen)
+	f.snapMu.Unlock()
+	f.gen++
+	return s, nil
+}
+
+type frozen struct {
+	key string
+	f   filters.Filter
+}
+
+type snapshot struct {
+	fsm      *FSM
+	gen      uint64
+	applied  uint64
+	entries  []frozen
+	sessions *sessionTable
+	once     sync.Once
+}
+
+// Persist streams the snapshot to sink.
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.write(sink); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+// write writes the snapshot stream to w.
+func (s *snapshot) write(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	sw := &sectionWriter{w: bw}
+	hdr := binary.LittleEndian.AppendUint16([]byte(snapMagic), snapVersion)
+	if _, err := bw.Write(binary.LittleEndian.AppendUint32(hdr, crc32.Checksum(hdr, castagnoli))); err != nil {
+		return err
+	}
+	sw.begin(tagSessions)
+	sw.write(encodeSessions(s.sessions))
+	sw.end()
+	for _, e := range s.entries {
+		sw.begin(tagFilter)
+		sw.write(appendString(nil, e.key))
+		if sw.err == nil {
+			_, sw.err = filters.Encode(sw, e.f)
+		}
+		sw.end()
+	}
+	sw.begin(tagEnd)
+	end := binary.AppendUvarint(nil, uint64(len(s.entries)))
+	sw.write(binary.AppendUvarint(end, s.applied))
+	sw.end()
+	if sw.err != nil {
+		return sw.err
+	}
+	return bw.Flush()
+}
+
+// Release lets the filters this snapshot froze be mutated in place again.
+func (s *snapshot) Release() {
+	s.once.Do(func() {
+		f := s.fsm
+		f.snapMu.Lock()
+		defer f.snapMu.Unlock()
+		if f.snapLive[s.gen]--; f.snapLive[s.gen] <= 0 {
+			delete(f.snapLive, s.gen)
+		}
+		top := uint64(0)
+		for g := range f.snapLive {
+			top = max(top, g)
+		}
+		f.snapMax.Store(top)
+	})
+}
+
+// sectionWriter checksums a section as it is written; the first error sticks.
+type sectionWriter struct {
+	w   io.Writer
+	crc uint32
+	err error
+}
+
+func (s *sectionWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	s.crc = crc32.Update(s.crc, castagnoli, p[:n])
+	s.err = err
+	return n, err
+}
+
+func (s *sectionWriter) write(p []byte) { _, _ = s.Write(p) }
+
+func (s *sectionWriter) begin(tag byte) {
+	s.crc = 0
+	s.write([]byte{tag})
+}
+
+func (s *sectionWriter) end() {
+	if s.err == nil {
+		_, s.err = s.w.Write(binary.LittleEndian.AppendUint32(nil, s.crc))
+	}
+}
+
+func encodeSessions(t *sessionTable) []byte {
+	b := binary.AppendVarint(nil, t.now)
+	b = binary.AppendVarint(b, t.lastSweep)
+	ids := slices.Sorted(maps.Keys(t.clients))
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		cs := t.clients[id]
+		b = binary.AppendUvarint(b, id)
+		b = binary.AppendVarint(b, cs.lastSeen)
+		b = binary.AppendUvarint(b, cs.floor)
+		b = binary.AppendUvarint(b, uint64(len(cs.results)))
+		for _, r := range cs.results {
+			b = binary.AppendUvarint(b, r.seq)
+			enc := EncodeResult(r.res)
+			b = binary.AppendUvarint(b, uint64(len(enc)))
+			b = append(b, enc...)
+		}
+	}
+	return b
+}
+
+// Restore replaces the state with the snapshot read from rc. It verifies the
+// whole stream first and changes nothing if any part is damaged.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st, err := readSnapshot(rc, f.sessionTTL)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
+	order := make([]*entry, 0, len(st.entries))
+	byKey := make(map[string]*entry, len(st.entries))
+	mem := uint64(0)
+	for _, fr := range st.entries {
+		e := &entry{key: fr.key, kind: fr.f.Kind(), hash: scanHash(fr.key), f: fr.f,
+			gen: f.gen, mem: fr.f.MemoryBytes()}
+		order = append(order, e)
+		byKey[e.key] = e
+		mem += e.mem
+	}
+	sort.Slice(order, func(i, j int) bool { return entryLess(order[i], order[j].hash, order[j].key) })
+	f.reg.mu.Lock()
+	f.reg.byKey, f.reg.order = byKey, order
+	f.reg.mu.Unlock()
+	f.memory.Store(mem)
+	f.sessions = st.sessions
+	f.setApplied(st.applied)
+	f.log.Info("restored snapshot", "filters", len(order), "memory_bytes", mem, "applied_index", st.applied)
+	return nil
+}
+
+// sectionReader checksums what is read through it; it is an io.ByteReader so
+// that filters.Decode reads exactly a filter's encoding and no further.
+type sectionReader struct {
+	r   *bufio.Reader
+	crc uint32
+}
+
+func (s *sectionReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.crc = crc32.Update(s.crc, castagnoli, p[:n])
+	return n, err
+}
+
+func (s *sectionReader) ReadByte() (byte, error) {
+	c, err := s.r.ReadByte()
+	if err == nil {
+		s.crc = crc32.Update(s.crc, castagnoli, []byte{c})
+	}
+	return c, err
+}
+
+func (s *sectionReader) uvarint() (uint64, error) { return binary.ReadUvarint(s) }
+
+// end checks the section's checksum, which is not itself part of the section.
+func (s *sectionReader) end() error {
+	var sum [4]byte
+	if _, err := io.ReadFull(s.r, sum[:]); err != nil {
+		return fmt.Errorf("section checksum: %w", noEOF(err))
+	}
+	if binary.LittleEndian.Uint32(sum[:]) != s.crc {
+		return errors.New("section checksum mismatch")
+	}
+	s.crc = 0
+	return nil
+}
+
+type snapState struct {
+	entries  []frozen
+	sessions *sessionTable
+	applied  uint64
+}
+
+func readSnapshot(r io.Reader, ttl int64) (*snapState, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	hdr := make([]byte, len(snapMagic)+2+4)
+	if _, err := io.ReadFull(br, hdr); err != nil {
+		return nil, fmt.Errorf("header: %w", noEOF(err))
+	}
+	body, sum := hdr[:len(hdr)-4], binary.LittleEndian.Uint32(hdr[len(hdr)-4:])
+	if string(body[:len(snapMagic)]) != snapMagic || crc32.Checksum(body, castagnoli) != sum {
+		return nil, errors.New("not a Rookery snapshot")
+	}
+	if v := binary.LittleEndian.Uint16(body[len(snapMagic):]); v != snapVersion {
+		return nil, fmt.Errorf("snapshot version %d, this build reads %d", v, snapVersion)
+	}
+	sr := &sectionReader{r: br}
+	st := &snapState{}
+	for seen := 0; ; seen++ {
+		tag, err := sr.ReadByte()
+		if err != nil {
+			return nil, fmt.Errorf("section tag: %w", noEOF(err))
+		}
+		switch {
+		case seen == 0 && tag != tagSessions:
+			return nil, fmt.Errorf("first section %q, want sessions", tag)
+		case tag == tagSessions && seen == 0:
+			if st.sessions, err = readSessions(sr, ttl); err != nil {
+				return nil, err
+			}
+		case tag == tagFilter:
+			fr, err := readFilter(sr)
+			if err != nil {
+				return nil, err
+			}
+			if n := len(st.entries); n > 0 && st.entries[n-1].key >= fr.key {
+				return nil, fmt.Errorf("filter %q out of order", fr.key)
+			}
+			st.entries = append(st.entries, fr)
+		case tag == tagEnd:
+			n, err := sr.uvarint()
+			if err != nil {
+				return nil, fmt.Errorf("end section: %w", noEOF(err))
+			}
+			if n != uint64(len(st.entries)) {
+				return nil, fmt.Errorf("end section counts %d filters, stream holds %d", n, len(st.entries))
+			}
+			if st.applied, err = sr.uvarint(); err != nil {
+				return nil, fmt.Errorf("end section: %w", noEOF(err))
+			}
+			if err := sr.end(); err != nil {
+				return nil, err
+			}
+			if _, err := br.ReadByte(); err != io.EOF {
+				return nil, errors.New("data after the end section")
+			}
+			return st, nil
+		default:
+			return nil, fmt.Errorf("unknown section %q", tag)
+		}
+		if tag != tagEnd {
+			if err := sr.end(); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+func readFilter(sr *sectionReader) (frozen, error) {
+	n, err := sr.uvarint()
+	if err != nil {
+		return frozen{}, fmt.Errorf("filter key: %w", noEOF(err))
+	}
+	if n > maxSnapKey {
+		return frozen{}, fmt.Errorf("filter key of %d bytes", n)
+	}
+	key := make([]byte, n)
+	if _, err := io.ReadFull(sr, key); err != nil {
+		return frozen{}, fmt.Errorf("filter key: %w", noEOF(err))
+	}
+	flt, err := filters.Decode(sr)
+	if err != nil {
+		return frozen{}, fmt.Errorf("filter %q: %w", key, err)
+	}
+	return frozen{key: string(key), f: flt}, nil
+}
+
+func readSessions(sr *sectionReader, ttl int64) (*sessionTable, error) {
+	t := newSessionTable(ttl)
+	var err error
+	fail := func(what string, e error) error { return fmt.Errorf("sessions: %s: %w", what, noEOF(e)) }
+	if t.now, err = binary.ReadVarint(sr); err != nil {
+		return nil, fail("clock", err)
+	}
+	if t.lastSweep, err = binary.ReadVarint(sr); err != nil {
+		return nil, fail("clock", err)
+	}
+	n, err := sr.uvarint()
+	if err != nil {
+		return nil, fail("count", err)
+	}
+	if n > maxSessions {
+		return nil, fmt.Errorf("sessions: %d clients, at most %d", n, maxSessions)
+	}
+	prev := uint64(0)
+	for i := uint64(0); i < n; i++ {
+		id, err := sr.uvarint()
+		if err != nil {
+			return nil, fail("client id", err)
+		}
+		if i > 0 && id <= prev {
+			return nil, errors.New("sessions: client ids out of order")
+		}
+		prev = id
+		cs := &clientSession{}
+		if cs.lastSeen, err = binary.ReadVarint(sr); err != nil {
+			return nil, fail("client", err)
+		}
+		if cs.floor, err = sr.uvarint(); err != nil {
+			return nil, fail("client", err)
+		}
+		nr, err := sr.uvarint()
+		if err != nil {
+			return nil, fail("results", err)
+		}
+		if nr > sessionWindow {
+			return nil, fmt.Errorf("sessions: %d results for one client, at most %d", nr, sessionWindow)
+		}
+		for j := uint64(0); j < nr; j++ {
+			seq, err := sr.uvarint()
+			if err != nil {
+				return nil, fail("result", err)
+			}
+			if (j > 0 && seq <= cs.results[j-1].seq) || seq <= cs.floor {
+				return nil, errors.New("sessions: results out of order")
+			}
+			size, err := sr.uvarint()
+			if err != nil {
+				return nil, fail("result", err)
+			}
+			if size > 2+binary.MaxVarintLen64*(maxSnapInts+1) {
+				return nil, fmt.Errorf("sessions: result of %d bytes", size)
+			}
+			enc, err := readN(sr, size)
+			if err != nil {
+				return nil, fail("result", err)
+			}
+			res, err := DecodeResult(enc)
+			if err != nil {
+				return nil, fmt.Errorf("sessions: %w", err)
+			}
+			cs.results = append(cs.results, seqResult{seq: seq, res: res})
+		}
+		t.clients[id] = cs
+	}
+	return t, nil
+}
+
+// readN reads n bytes, growing the buffer as data arrives so a lying length
+// cannot force a large allocation.
+func readN(r io.Reader, n uint64) ([]byte, error) {
+	const step = 64 << 10
+	buf := make([]byte, 0, min(n, step))
+	for uint64(len(buf)) < n {
+		chunk := min(n-uint64(len(buf)), step)
+		at := len(buf)
+		buf = append(buf, make([]byte, chunk)...)
+		if _, err := io.ReadFull(r, buf[at:]); err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}

@@ -1,0 +1,45 @@
+package transport
+
+import (
+	"context"
+
+	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/filters"
+	"github.com/rookerydb/rookery/fsm"
+)
+
+// Backend is what transport needs from a node; cluster.Node implements it.
+type Backend interface {
+	// Submit queues a write; writes submitted one after another from one goroutine
+	// are applied in that order.
+	Submit(cmd *fsm.Command) *cluster.Future
+	// ReadBarrier returns once this node's state is fresh enough for level
+	// (linearizable: read index from the leader, then wait for it to be applied).
+	ReadBarrier(ctx context.Context, level cluster.ReadLevel) error
+	// FSM is the node's state machine, read through its query methods.
+	FSM() *fsm.FSM
+	// Status is the node's view of itself (ROLE, INFO, /v1/status).
+	Status() cluster.Status
+	// Nodes lists the cluster's members (CLUSTER NODES, /v1/nodes).
+	Nodes() []cluster.NodeInfo
+	// Leave removes this node from the cluster for good (POST /v1/leave).
+	Leave(ctx context.Context) error
+	// Ready reports whether the node has a leader and has caught up (/readyz).
+	Ready() bool
+}
+
+// queries is the read side of the state machine that commands use; *fsm.FSM
+// provides it. Keeping reads behind this interface keeps the command layer
+// testable on its own.
+type queries interface {
+	Exists(fam fsm.Family, key string, items [][]byte) []bool
+	Count(fam fsm.Family, key string, item []byte) uint64
+	Card(key string) (uint64, error)
+	Info(fam fsm.Family, key string) (fsm.Info, error)
+	ScanDump(fam fsm.Family, key string, iter int64) (int64, []byte, error)
+	KindOf(key string) (filters.Kind, bool)
+	Scan(cursor uint64, count int, match func(key string, k filters.Kind) bool) (uint64, []string)
+	Len() int
+	MemoryBytes() uint64
+	List() []fsm.Info
+}

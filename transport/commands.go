@@ -1,0 +1,228 @@
+package transport
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+
+	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/fsm"
+)
+
+// opKind says how a parsed request is executed.
+type opKind uint8
+
+const (
+	// opLocal is answered from the connection's or the node's own state, at once.
+	opLocal opKind = iota
+	// opRead is answered from the state machine after the connection's earlier
+	// writes and a read barrier.
+	opRead
+	// opWrite is submitted to the log; its reply comes from the applied result.
+	opWrite
+)
+
+// op is one parsed, validated request.
+type op struct {
+	name   string // lower-case command name, for metrics
+	kind   opKind
+	cmd    *fsm.Command                  // opWrite
+	render func(w *reply, r *fsm.Result) // opWrite
+	read   func(q queries, w *reply)     // opRead
+	local  func(c *session, w *reply)    // opLocal
+}
+
+// session is the state of one client connection.
+type session struct {
+	id      uint64
+	proto   int
+	authed  bool
+	name    string
+	libName string
+	libVer  string
+	level   cluster.ReadLevel
+	quit    bool // QUIT: reply, flush, close
+}
+
+// command is one entry of the dispatch table.
+type command struct {
+	name  string // lower case
+	arity int    // as Redis counts it: n exactly, -n at least n (the name included)
+	flags []string
+	// firstKey, lastKey and step locate the keys (COMMAND); lastKey -1 means all.
+	firstKey, lastKey, step int
+	parse                   func(s *Server, args [][]byte) (op, error)
+}
+
+// commandTable builds the dispatch table; it is read-only afterwards.
+func commandTable() map[string]*command {
+	t := map[string]*command{}
+	for _, group := range [][]*command{
+		bloomCommands(), cuckooCommands(), countingCommands(),
+		keyspaceCommands(), connCommands(), clusterCommands(),
+	} {
+		for _, c := range group {
+			t[c.name] = c
+		}
+	}
+	return t
+}
+
+// sortedCommands lists the table by name (COMMAND).
+func (s *Server) sortedCommands() []*command {
+	out := make([]*command, 0, len(s.cmds))
+	for _, c := range s.cmds {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// parse resolves, checks and parses one request in Redis's order: unknown
+// command, then arity, then authentication, then the command's own arguments.
+func (s *Server) parse(c *session, args [][]byte) (op, error) {
+	name := string(bytes.ToLower(args[0]))
+	cmd, ok := s.cmds[name]
+	if !ok {
+		return op{name: "unknown"}, unknownCommand(args)
+	}
+	if !arityOK(cmd.arity, len(args)) {
+		return op{name: name}, arityError(args[0])
+	}
+	if s.cfg.RequirePass != "" && !c.authed && name != "auth" && name != "hello" && name != "quit" {
+		return op{name: name}, errNoAuth
+	}
+	o, err := cmd.parse(s, args)
+	if o.name == "" {
+		o.name = name
+	}
+	return o, err
+}
+
+func arityOK(arity, n int) bool {
+	if arity >= 0 {
+		return n == arity
+	}
+	return n >= -arity
+}
+
+// unknownCommand formats Redis's error, quoting at most about 128 bytes of the
+// arguments.
+func unknownCommand(args [][]byte) error {
+	var b []byte
+	for _, a := range args[1:] {
+		if len(b) >= 128 {
+			break
+		}
+		prec := 128 - len(b) // Redis: "'%.*s' " with 128 minus what is written
+		b = append(b, '\'')
+		b = append(b, a[:min(len(a), prec)]...)
+		b = append(b, '\'', ' ')
+	}
+	name := args[0][:min(len(args[0]), 128)]
+	return redisError(fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", name, b))
+}
+
+// keyword reports whether arg equals kw, ignoring case (kw is upper case).
+func keyword(arg []byte, kw string) bool {
+	return len(arg) == len(kw) && bytes.EqualFold(arg, []byte(kw))
+}
+
+// argIndex finds the first argument at or after from equal to kw, ignoring case,
+// as RedisBloom's RMUtil_ArgIndex does (but never among the positional
+// arguments, so a key named like a keyword stays a key); -1 if none.
+func argIndex(args [][]byte, from int, kw string) int {
+	for i := from; i < len(args); i++ {
+		if keyword(args[i], kw) {
+			return i
+		}
+	}
+	return -1
+}
+
+// parseInt64 parses a decimal integer strictly, as Redis's string2ll: no
+// spaces, no '+', no leading zeros, no overflow.
+func parseInt64(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	if len(b) == 1 && b[0] == '0' {
+		return 0, true
+	}
+	neg := b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || b[0] < '1' || b[0] > '9' {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if v > (math.MaxUint64-9)/10 {
+			return 0, false
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	if neg {
+		if v > 1<<63 {
+			return 0, false
+		}
+		return int64(-v), true
+	}
+	if v > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(v), true
+}
+
+// parseUint64 parses an unsigned decimal integer strictly (IDEM, SCAN cursor).
+func parseUint64(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 || (len(b) > 1 && b[0] == '0') {
+		return 0, false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseUint(string(b), 10, 64)
+	return v, err == nil
+}
+
+// parseFloat parses a number as Redis's string2d: no surrounding spaces, no NaN,
+// nothing out of float64's range.
+func parseFloat(b []byte) (float64, bool) {
+	if len(b) == 0 || isSpace(b[0]) || isSpace(b[len(b)-1]) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || math.IsNaN(f) {
+		return 0, false
+	}
+	return f, true
+}
+
+// writeOp builds a write.
+func writeOp(cmd *fsm.Command, render func(*reply, *fsm.Result)) op {
+	return op{kind: opWrite, cmd: cmd, render: render}
+}
+
+// readOp builds a read.
+func readOp(read func(q queries, w *reply)) op { return op{kind: opRead, read: read} }
+
+// localOp builds a request answered without the state machine.
+func localOp(local func(c *session, w *reply)) op { return op{kind: opLocal, local: local} }
+
+// flags used in the table.
+var (
+	flagsWrite    = []string{"write", "denyoom"}
+	flagsRead     = []string{"readonly", "fast"}
+	flagsConn     = []string{"fast", "loading", "stale"}
+	flagsNoAuth   = []string{"fast", "noauth", "loading", "stale"}
+	flagsAdminish = []string{"loading", "stale"}
+)

@@ -1,0 +1,107 @@
+package transport
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/fsm"
+)
+
+func clusterCommands() []*command {
+	return []*command{
+		{name: "readonly", arity: 1, flags: flagsConn, parse: parseReadOnly},
+		{name: "readwrite", arity: 1, flags: flagsConn, parse: parseReadWrite},
+		{name: "role", arity: 1, flags: flagsConn, parse: parseRole},
+		{name: "cluster", arity: -2, flags: flagsAdminish, parse: parseCluster},
+		{name: "idem", arity: -4, flags: flagsWrite, firstKey: 4, lastKey: 4, step: 1, parse: parseIdem},
+	}
+}
+
+// parseReadOnly: READONLY, this connection reads the node's local state (stale).
+func parseReadOnly(s *Server, args [][]byte) (op, error) {
+	return localOp(func(c *session, w *reply) { c.level = cluster.ReadStale; w.ok() }), nil
+}
+
+// parseReadWrite: READWRITE, back to linearizable reads.
+func parseReadWrite(s *Server, args [][]byte) (op, error) {
+	return localOp(func(c *session, w *reply) { c.level = cluster.ReadLinearizable; w.ok() }), nil
+}
+
+// parseRole: ROLE, [role, leader id, leader RESP address, term, commit index,
+// applied index].
+func parseRole(s *Server, args [][]byte) (op, error) {
+	return localOp(func(c *session, w *reply) {
+		st := s.be.Status()
+		w.array(6)
+		w.bulkString(st.Role)
+		w.bulkString(st.LeaderID)
+		w.bulkString(st.LeaderRESP)
+		w.uint(st.Term)
+		w.uint(st.CommitIndex)
+		w.uint(st.AppliedIndex)
+	}), nil
+}
+
+// parseCluster: CLUSTER NODES, one line per member:
+// "id resp_addr http_addr raft_addr role voter|nonvoter health".
+func parseCluster(s *Server, args [][]byte) (op, error) {
+	if !keyword(args[1], "NODES") {
+		return op{}, redisError(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLUSTER HELP.", args[1]))
+	}
+	if len(args) != 2 {
+		return op{}, redisError("ERR wrong number of arguments for 'cluster|nodes' command")
+	}
+	return localOp(func(c *session, w *reply) {
+		var b strings.Builder
+		for _, n := range s.be.Nodes() {
+			voter := "nonvoter"
+			if n.Voter {
+				voter = "voter"
+			}
+			fmt.Fprintf(&b, "%s %s %s %s %s %s %s\n", dash(n.ID), dash(n.RESPAddr), dash(n.HTTPAddr),
+				dash(n.RaftAddr), dash(n.Role), voter, dash(n.Health))
+		}
+		w.bulkString(b.String())
+	}), nil
+}
+
+// dash keeps a node line's fields positional when one is unknown.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// parseIdem: IDEM client_id seq command [args...] runs the command with a
+// session, so the state machine applies it at most once and answers a replay
+// with the first answer. Reads and connection commands pass through unchanged.
+func parseIdem(s *Server, args [][]byte) (op, error) {
+	client, ok := parseUint64(args[1])
+	if !ok {
+		return op{}, redisError("ERR invalid client id")
+	}
+	seq, ok := parseUint64(args[2])
+	if !ok || seq == 0 {
+		return op{}, redisError("ERR invalid sequence number")
+	}
+	inner := args[3:]
+	name := string(bytes.ToLower(inner[0]))
+	cmd, known := s.cmds[name]
+	switch {
+	case name == "idem":
+		return op{}, redisError("ERR IDEM cannot wrap IDEM")
+	case !known:
+		return op{name: "unknown"}, unknownCommand(inner)
+	case !arityOK(cmd.arity, len(inner)):
+		return op{name: name}, arityError(inner[0])
+	}
+	o, err := cmd.parse(s, inner)
+	o.name = name
+	if err == nil && o.kind == opWrite {
+		o.cmd.Session = fsm.Session{ClientID: client, Seq: seq}
+	}
+	return o, err
+}

@@ -1,0 +1,249 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/rookerydb/rookery/filters"
+	"github.com/rookerydb/rookery/fsm"
+)
+
+// RedisBloom's cuckoo defaults and ranges.
+const (
+	cfDefaultCapacity      = 1024
+	cfDefaultBucketSize    = 2
+	cfDefaultMaxIterations = 20
+	cfDefaultExpansion     = 1
+	cfFingerprintBits      = 8
+	cfMinCapacity          = 4 // 2 * the default bucket size
+	cfMaxBucketSize        = 255
+	cfMaxIterations        = 65535
+)
+
+func cuckooCommands() []*command {
+	w, r := flagsWrite, flagsRead
+	return []*command{
+		{name: "cf.reserve", arity: -3, flags: w, firstKey: 1, lastKey: 1, step: 1, parse: parseCFReserve},
+		{name: "cf.add", arity: 3, flags: w, firstKey: 1, lastKey: 1, step: 1, parse: parseCFAdd},
+		{name: "cf.addnx", arity: 3, flags: w, firstKey: 1, lastKey: 1, step: 1, parse: parseCFAdd},
+		{name: "cf.insert", arity: -4, flags: w, firstKey: 1, lastKey: 1, step: 1, parse: parseCFInsert},
+		{name: "cf.insertnx", arity: -4, flags: w, firstKey: 1, lastKey: 1, step: 1, parse: parseCFInsert},
+		{name: "cf.exists", arity: 3, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFExists},
+		{name: "cf.mexists", arity: -3, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFExists},
+		{name: "cf.count", arity: 3, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFCount},
+		{name: "cf.del", arity: 3, flags: w, firstKey: 1, lastKey: 1, step: 1, parse: parseCFDel},
+		{name: "cf.info", arity: 2, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFInfo},
+		{name: "cf.scandump", arity: 3, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFScanDump},
+		{name: "cf.loadchunk", arity: 4, flags: w, firstKey: 1, lastKey: 1, step: 1, parse: parseCFLoadChunk},
+	}
+}
+
+// cfSpec describes a cuckoo filter. The expansion is rounded up to a power of two,
+// as RedisBloom stores it (CF.INFO shows the rounded value).
+func cfSpec(capacity uint64, bucketSize, maxIter uint16, expansion uint32) fsm.Spec {
+	return fsm.Spec{Kind: filters.KindCuckoo, Capacity: capacity, BucketSize: bucketSize,
+		MaxIterations: maxIter, Expansion: nextPow2(expansion), FingerprintBits: cfFingerprintBits}
+}
+
+// nextPow2 rounds up to a power of two; 0 stays 0 (never grows).
+func nextPow2(v uint32) uint32 {
+	if v == 0 {
+		return 0
+	}
+	p := uint32(1)
+	for p < v {
+		p <<= 1
+	}
+	return p
+}
+
+func defaultCFSpec(capacity uint64) fsm.Spec {
+	return cfSpec(capacity, cfDefaultBucketSize, cfDefaultMaxIterations, cfDefaultExpansion)
+}
+
+// parseCFReserve: CF.RESERVE key capacity [BUCKETSIZE b] [MAXITERATIONS m]
+// [EXPANSION e], checked in RedisBloom's order (capacity's range last, since it
+// depends on the bucket size).
+func parseCFReserve(s *Server, args [][]byte) (op, error) {
+	if len(args)%2 == 0 {
+		return op{}, arityError(args[0])
+	}
+	if err := s.cfg.checkKey(args[1]); err != nil {
+		return op{}, err
+	}
+	capacity, ok := parseInt64(args[2])
+	if !ok {
+		return op{}, redisError("Bad capacity")
+	}
+	maxIter, err := cfOption(args, "MAXITERATIONS", cfDefaultMaxIterations, 1, cfMaxIterations)
+	if err != nil {
+		return op{}, err
+	}
+	bucketSize, err := cfOption(args, "BUCKETSIZE", cfDefaultBucketSize, 1, cfMaxBucketSize)
+	if err != nil {
+		return op{}, err
+	}
+	expansion, err := cfOption(args, "EXPANSION", cfDefaultExpansion, 0, maxExpansion)
+	if err != nil {
+		return op{}, err
+	}
+	if bucketSize*2 > capacity || capacity > s.maxCap() {
+		return op{}, redisError(fmt.Sprintf("Capacity must be in the range [2 * BUCKETSIZE, %d]", s.maxCap()))
+	}
+	cmd := &fsm.Command{Op: fsm.OpReserve, Family: fsm.FamilyCF, Key: string(args[1]),
+		Spec: cfSpec(uint64(capacity), uint16(bucketSize), uint16(maxIter), uint32(expansion))}
+	return writeOp(cmd, renderOK), nil
+}
+
+// cfOption parses "NAME value" among CF.RESERVE's options.
+func cfOption(args [][]byte, name string, def, lo, hi int64) (int64, error) {
+	at := argIndex(args, 3, name)
+	if at < 0 {
+		return def, nil
+	}
+	if at+1 >= len(args) {
+		return 0, arityError(args[0])
+	}
+	return intIn(args[at+1], lo, hi, redisError("Couldn't parse "+name),
+		redisError(fmt.Sprintf("%s: value must be in the range [%d, %d]", name, lo, hi)))
+}
+
+// parseCFAdd: CF.ADD key item / CF.ADDNX key item (auto-create with defaults).
+func parseCFAdd(s *Server, args [][]byte) (op, error) {
+	if err := s.checkKeyItems(args[1], args[2:]); err != nil {
+		return op{}, err
+	}
+	cmd := &fsm.Command{Op: fsm.OpAdd, Family: fsm.FamilyCF, Key: string(args[1]), Items: args[2:],
+		NX: lower(args[0], len(args[0])-1) == 'x', Spec: defaultCFSpec(cfDefaultCapacity)}
+	return writeOp(cmd, renderBool), nil
+}
+
+// parseCFInsert: CF.INSERT / CF.INSERTNX key [CAPACITY c] [NOCREATE] ITEMS
+// item..., options recognised by their first letter as RedisBloom does.
+func parseCFInsert(s *Server, args [][]byte) (op, error) {
+	capacity, noCreate := int64(cfDefaultCapacity), false
+	pos, items := 2, -1
+	for pos < len(args) && items < 0 {
+		switch lower(args[pos], 0) {
+		case 'c':
+			pos++
+			if pos == len(args) {
+				return op{}, arityError(args[0])
+			}
+			v, ok := parseInt64(args[pos])
+			if !ok {
+				return op{}, redisError("Bad capacity")
+			}
+			if v < cfMinCapacity || v > s.maxCap() {
+				return op{}, redisError(fmt.Sprintf("Capacity must be in the range [cf-bucket-size * 2, %d]", s.maxCap()))
+			}
+			capacity = v
+			pos++
+		case 'i':
+			pos++
+			items = pos
+		case 'n':
+			noCreate = true
+			pos++
+		default:
+			return op{}, redisError("Unknown argument received")
+		}
+	}
+	if items < 0 || items == len(args) {
+		return op{}, arityError(args[0])
+	}
+	if err := s.checkKeyItems(args[1], args[items:]); err != nil {
+		return op{}, err
+	}
+	nx := lower(args[0], len(args[0])-1) == 'x'
+	cmd := &fsm.Command{Op: fsm.OpAdd, Family: fsm.FamilyCF, Key: string(args[1]), Items: args[items:],
+		Multi: true, NX: nx, NoCreate: noCreate, Spec: defaultCFSpec(uint64(capacity))}
+	if nx {
+		return writeOp(cmd, renderInts), nil // integers even in RESP3
+	}
+	return writeOp(cmd, renderBools), nil
+}
+
+// parseCFExists: CF.EXISTS key item / CF.MEXISTS key item....
+func parseCFExists(s *Server, args [][]byte) (op, error) {
+	return parseExists(s, args, fsm.FamilyCF)
+}
+
+// parseCFCount: CF.COUNT key item, an integer in every protocol.
+func parseCFCount(s *Server, args [][]byte) (op, error) {
+	return parseCount(s, args, fsm.FamilyCF)
+}
+
+// parseCount serves CF.COUNT and CBF.COUNT (missing key or another kind: 0).
+func parseCount(s *Server, args [][]byte, fam fsm.Family) (op, error) {
+	if err := s.checkKeyItems(args[1], args[2:]); err != nil {
+		return op{}, err
+	}
+	key, item := string(args[1]), args[2]
+	return readOp(func(q queries, w *reply) { w.uint(q.Count(fam, key, item)) }), nil
+}
+
+// parseCFDel: CF.DEL key item. A missing key, or one of another kind, answers
+// "Not found" (no ERR prefix), as RedisBloom does.
+func parseCFDel(s *Server, args [][]byte) (op, error) {
+	if err := s.checkKeyItems(args[1], args[2:]); err != nil {
+		return op{}, err
+	}
+	cmd := &fsm.Command{Op: fsm.OpDelete, Family: fsm.FamilyCF, Key: string(args[1]), Items: args[2:]}
+	return writeOp(cmd, renderCFDel), nil
+}
+
+func renderCFDel(w *reply, r *fsm.Result) {
+	if errors.Is(r.Err, fsm.ErrNotFound) || errors.Is(r.Err, fsm.ErrWrongType) {
+		w.fail(redisError("Not found"))
+		return
+	}
+	renderBool(w, r)
+}
+
+// cfInfoLabels are CF.INFO's labels in order; go-redis accepts exactly these.
+var cfInfoLabels = []string{"Size", "Number of buckets", "Number of filters",
+	"Number of items inserted", "Number of items deleted", "Bucket size",
+	"Expansion rate", "Max iterations"}
+
+// parseCFInfo: CF.INFO key.
+func parseCFInfo(s *Server, args [][]byte) (op, error) {
+	key := string(args[1])
+	return readOp(func(q queries, w *reply) {
+		in, err := q.Info(fsm.FamilyCF, key)
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		values := []uint64{in.Size, in.Buckets, in.Filters, in.Items, in.Deleted,
+			in.BucketSize, in.Expansion, in.MaxIter}
+		w.mapHeader(len(cfInfoLabels))
+		for i, l := range cfInfoLabels {
+			w.simple(l)
+			w.uint(values[i])
+		}
+	}), nil
+}
+
+// parseCFScanDump: CF.SCANDUMP key iterator; a non-numeric or negative iterator
+// is refused before the key is looked up, as RedisBloom does.
+func parseCFScanDump(s *Server, args [][]byte) (op, error) {
+	if iter, ok := parseInt64(args[2]); !ok || iter < 0 {
+		return op{}, redisError("Invalid position")
+	}
+	return scanDump(args, fsm.FamilyCF, parseInt64, nil), nil
+}
+
+// parseCFLoadChunk: CF.LOADCHUNK key iterator data (iterator 0 is invalid).
+func parseCFLoadChunk(s *Server, args [][]byte) (op, error) {
+	iter, ok := parseInt64(args[2])
+	if !ok || iter == 0 {
+		return op{}, redisError("Invalid position")
+	}
+	if err := s.cfg.checkKey(args[1]); err != nil {
+		return op{}, err
+	}
+	cmd := &fsm.Command{Op: fsm.OpLoadChunk, Family: fsm.FamilyCF, Key: string(args[1]),
+		Iter: iter, Data: args[3]}
+	return writeOp(cmd, renderOK), nil
+}

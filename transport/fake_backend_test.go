@@ -1,0 +1,223 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/fsm"
+)
+
+// fakeBackend applies writes to a real state machine with ApplyCommand, in
+// submission order, and records what transport asked of it.
+type fakeBackend struct {
+	mu       sync.Mutex
+	fsm      *fsm.FSM
+	index    uint64
+	events   []string       // "submit", "resolve", "barrier:lin", "barrier:stale"
+	commands []*fsm.Command // as submitted
+
+	// Knobs tests set before use.
+	submitErr  error         // resolve every write with this error, unapplied
+	barrierErr error         // fail every read barrier
+	gate       chan struct{} // when set, writes wait for it to close before applying
+	never      bool          // futures never resolve
+	ready      bool
+	leaveErr   error
+	left       bool
+	queue      chan queued
+	stop       chan struct{}
+	stopped    sync.WaitGroup
+}
+
+type queued struct {
+	cmd *fsm.Command
+	fut *cluster.Future
+}
+
+func newFakeBackend(t testing.TB) *fakeBackend {
+	b := &fakeBackend{fsm: fsm.New(fsm.Options{}), ready: true,
+		queue: make(chan queued, 1<<16), stop: make(chan struct{})}
+	b.stopped.Add(1)
+	go b.applier()
+	t.Cleanup(func() { close(b.stop); b.stopped.Wait() })
+	return b
+}
+
+// applier applies queued writes one by one, in order, as a Raft log would.
+func (b *fakeBackend) applier() {
+	defer b.stopped.Done()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case q := <-b.queue:
+			b.mu.Lock()
+			gate := b.gate
+			b.mu.Unlock()
+			if gate != nil {
+				select {
+				case <-gate:
+				case <-b.stop:
+					return
+				}
+			}
+			b.apply(q)
+		}
+	}
+}
+
+func (b *fakeBackend) apply(q queued) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.never {
+		return
+	}
+	b.events = append(b.events, "resolve")
+	if b.submitErr != nil {
+		q.fut.Resolve(nil, b.submitErr)
+		return
+	}
+	b.index++
+	q.fut.Resolve(b.fsm.ApplyCommand(b.index, q.cmd), nil)
+}
+
+func (b *fakeBackend) Submit(cmd *fsm.Command) *cluster.Future {
+	f := cluster.NewFuture()
+	b.mu.Lock()
+	b.events = append(b.events, "submit")
+	b.commands = append(b.commands, cmd)
+	b.mu.Unlock()
+	b.queue <- queued{cmd, f}
+	return f
+}
+
+func (b *fakeBackend) ReadBarrier(ctx context.Context, level cluster.ReadLevel) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if level == cluster.ReadStale {
+		b.events = append(b.events, "barrier:stale")
+	} else {
+		b.events = append(b.events, "barrier:lin")
+	}
+	return b.barrierErr
+}
+
+func (b *fakeBackend) FSM() *fsm.FSM { return b.fsm }
+
+func (b *fakeBackend) Status() cluster.Status {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return cluster.Status{ID: "n1", Role: "leader", LeaderID: "n1", LeaderRESP: "127.0.0.1:6379",
+		Term: 3, CommitIndex: b.index, AppliedIndex: b.index, Filters: b.fsm.Len(),
+		MemoryBytes: b.fsm.MemoryBytes(), Ready: b.ready}
+}
+
+func (b *fakeBackend) Nodes() []cluster.NodeInfo {
+	return []cluster.NodeInfo{
+		{ID: "n1", RESPAddr: "127.0.0.1:6379", HTTPAddr: "127.0.0.1:8080", RaftAddr: "127.0.0.1:7000",
+			Role: "leader", Voter: true, Health: "alive"},
+		{ID: "n2", RESPAddr: "127.0.0.1:6380", HTTPAddr: "", RaftAddr: "127.0.0.1:7001",
+			Role: "follower", Voter: false, Health: "suspect"},
+	}
+}
+
+func (b *fakeBackend) Leave(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.leaveErr != nil {
+		return b.leaveErr
+	}
+	b.left = true
+	return nil
+}
+
+func (b *fakeBackend) Ready() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ready
+}
+
+func (b *fakeBackend) set(f func(b *fakeBackend)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f(b)
+}
+
+func (b *fakeBackend) eventLog() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.events...)
+}
+
+func (b *fakeBackend) submitted() []*fsm.Command {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]*fsm.Command(nil), b.commands...)
+}
+
+// testServer is a RESP server on 127.0.0.1:0 with a fake backend.
+type testServer struct {
+	s    *Server
+	be   *fakeBackend
+	addr string
+	reg  *prometheus.Registry
+	done chan error
+}
+
+func mustStartServer(t testing.TB, cfg Config) *testServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := newFakeBackend(t)
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	ts := &testServer{s: New(cfg, be), be: be, addr: ln.Addr().String(), reg: cfg.Registry,
+		done: make(chan error, 1)}
+	go func() { ts.done <- ts.s.Serve(ln) }()
+	t.Cleanup(func() {
+		ts.s.Close()
+		select {
+		case err := <-ts.done:
+			if err != ErrServerClosed {
+				t.Errorf("Serve returned %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Serve did not return after Close")
+		}
+	})
+	return ts
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func count(events []string, e string) int {
+	n := 0
+	for _, x := range events {
+		if x == e {
+			n++
+		}
+	}
+	return n
+}
+
+var _ = fmt.Sprint

@@ -1,0 +1,126 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// leaveTimeout bounds POST /v1/leave.
+const leaveTimeout = 30 * time.Second
+
+// HTTPServer serves health, status and metrics over HTTP:
+//
+//	GET  /healthz     200 while the process serves
+//	GET  /readyz      200 once the node has a leader and has caught up, else 503
+//	GET  /v1/status   the node's cluster.Status as JSON
+//	GET  /v1/nodes    the cluster's members as JSON
+//	GET  /v1/filters  every filter: name, kind, items, capacity, memory, estimated FPP
+//	POST /v1/leave    leave the cluster for good
+//	GET  /metrics     Prometheus text format (when Config.Registry is set)
+type HTTPServer struct {
+	be  Backend
+	log *slog.Logger
+	srv *http.Server
+}
+
+// NewHTTP returns an HTTP server for be.
+func NewHTTP(cfg Config, be Backend) *HTTPServer {
+	cfg = cfg.withDefaults()
+	h := &HTTPServer{be: be, log: cfg.Logger}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", h.readyz)
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, be.Status())
+	})
+	mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, be.Nodes())
+	})
+	mux.HandleFunc("GET /v1/filters", h.filters)
+	mux.HandleFunc("POST /v1/leave", h.leave)
+	if cfg.Registry != nil {
+		newMetrics(cfg.Registry, be) // the node gauges, even with no RESP server
+		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+	}
+	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return h
+}
+
+// Handler returns the server's routes (for tests and embedding).
+func (h *HTTPServer) Handler() http.Handler { return h.srv.Handler }
+
+// Serve serves HTTP on ln until Close; it then returns ErrServerClosed.
+func (h *HTTPServer) Serve(ln net.Listener) error {
+	err := h.srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return ErrServerClosed
+	}
+	return err
+}
+
+// Close stops the server, letting requests in progress finish within ctx.
+func (h *HTTPServer) Close(ctx context.Context) error {
+	err := h.srv.Shutdown(ctx)
+	if err != nil {
+		h.srv.Close()
+	}
+	return err
+}
+
+func (h *HTTPServer) readyz(w http.ResponseWriter, r *http.Request) {
+	if !h.be.Ready() {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	w.Write([]byte("ready\n"))
+}
+
+// filterJSON is one entry of /v1/filters.
+type filterJSON struct {
+	Name         string  `json:"name"`
+	Kind         string  `json:"kind"`
+	Items        uint64  `json:"items"`
+	Capacity     uint64  `json:"capacity"`
+	Memory       uint64  `json:"memory_bytes"`
+	EstimatedFPP float64 `json:"estimated_fpp"`
+}
+
+// filters lists the node's filters from its local state.
+func (h *HTTPServer) filters(w http.ResponseWriter, r *http.Request) {
+	list := h.be.FSM().List()
+	out := make([]filterJSON, len(list))
+	for i, in := range list {
+		out[i] = filterJSON{Name: in.Key, Kind: in.Kind.String(), Items: in.Items,
+			Capacity: in.Capacity, Memory: in.Size, EstimatedFPP: in.EstimatedFPP}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *HTTPServer) leave(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), leaveTimeout)
+	defer cancel()
+	if err := h.be.Leave(ctx); err != nil {
+		h.log.Warn("leave", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		return
+	}
+	h.log.Info("left the cluster")
+	writeJSON(w, http.StatusOK, map[string]bool{"left": true})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}

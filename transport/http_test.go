@@ -1,0 +1,134 @@
+package transport
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rookerydb/rookery/cluster"
+)
+
+func httpGet(t *testing.T, h http.Handler, method, path string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+	body, _ := io.ReadAll(rec.Body)
+	return rec.Code, string(body)
+}
+
+func TestHTTPHealthAndReady(t *testing.T) {
+	be := newFakeBackend(t)
+	h := NewHTTP(Config{}, be).Handler()
+	if code, body := httpGet(t, h, "GET", "/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz %d %q", code, body)
+	}
+	if code, _ := httpGet(t, h, "GET", "/readyz"); code != 200 {
+		t.Errorf("/readyz while ready: %d", code)
+	}
+	be.set(func(b *fakeBackend) { b.ready = false })
+	if code, _ := httpGet(t, h, "GET", "/readyz"); code != 503 {
+		t.Errorf("/readyz while not ready: %d", code)
+	}
+	if code, _ := httpGet(t, h, "GET", "/metrics"); code != 404 {
+		t.Errorf("/metrics without a registry: %d", code)
+	}
+}
+
+func TestHTTPStatusAndNodes(t *testing.T) {
+	be := newFakeBackend(t)
+	h := NewHTTP(Config{}, be).Handler()
+	code, body := httpGet(t, h, "GET", "/v1/status")
+	var st cluster.Status
+	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil || st.ID != "n1" || st.Role != "leader" || st.Term != 3 {
+		t.Errorf("/v1/status %d %q %v", code, body, err)
+	}
+	code, body = httpGet(t, h, "GET", "/v1/nodes")
+	var nodes []cluster.NodeInfo
+	if err := json.Unmarshal([]byte(body), &nodes); code != 200 || err != nil || len(nodes) != 2 || nodes[1].Health != "suspect" {
+		t.Errorf("/v1/nodes %d %q %v", code, body, err)
+	}
+	if !strings.Contains(body, `"resp_addr": "127.0.0.1:6380"`) {
+		t.Errorf("/v1/nodes field names: %s", body)
+	}
+}
+
+func TestHTTPFilters(t *testing.T) {
+	ts := mustStartServer(t, Config{})
+	c := dialRaw(t, ts.addr)
+	c.do("BF.RESERVE", "b", "0.01", "1000")
+	c.do("BF.ADD", "b", "x")
+	c.do("CF.ADD", "a", "x")
+	h := NewHTTP(Config{}, ts.be).Handler()
+	code, body := httpGet(t, h, "GET", "/v1/filters")
+	var fs []filterJSON
+	if err := json.Unmarshal([]byte(body), &fs); code != 200 || err != nil {
+		t.Fatalf("/v1/filters %d %q %v", code, body, err)
+	}
+	if len(fs) != 2 || fs[0].Name != "a" || fs[0].Kind != "cuckoo" || fs[1].Name != "b" ||
+		fs[1].Kind != "scalable-bloom" || fs[1].Capacity != 1000 || fs[1].Items != 1 || fs[1].Memory == 0 {
+		t.Errorf("/v1/filters %+v", fs)
+	}
+}
+
+func TestHTTPLeave(t *testing.T) {
+	be := newFakeBackend(t)
+	h := NewHTTP(Config{}, be).Handler()
+	if code, _ := httpGet(t, h, "GET", "/v1/leave"); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET /v1/leave %d", code)
+	}
+	be.set(func(b *fakeBackend) { b.leaveErr = errors.New("would lose quorum") })
+	if code, body := httpGet(t, h, "POST", "/v1/leave"); code != 503 || !strings.Contains(body, "would lose quorum") {
+		t.Errorf("failed leave %d %q", code, body)
+	}
+	be.set(func(b *fakeBackend) { b.leaveErr = nil })
+	if code, body := httpGet(t, h, "POST", "/v1/leave"); code != 200 || !strings.Contains(body, `"left": true`) {
+		t.Errorf("leave %d %q", code, body)
+	}
+	be.mu.Lock()
+	left := be.left
+	be.mu.Unlock()
+	if !left {
+		t.Error("backend did not leave")
+	}
+}
+
+// TestHTTPMetrics: command counts and latencies by command and outcome,
+// connections, and the node gauges, on a registry shared with other collectors.
+func TestHTTPMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	ts := mustStartServer(t, Config{Registry: reg})
+	c := dialRaw(t, ts.addr)
+	c.do("BF.ADD", "k", "a")
+	c.do("BF.EXISTS", "k", "a")
+	c.do("BF.RESERVE", "k", "x", "1")
+	c.do("NOPE")
+	h := NewHTTP(Config{Registry: reg}, ts.be).Handler()
+	code, body := httpGet(t, h, "GET", "/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics %d", code)
+	}
+	for _, want := range []string{
+		`rookery_commands_total{command="bf.add",outcome="ok"} 1`,
+		`rookery_commands_total{command="bf.exists",outcome="ok"} 1`,
+		`rookery_commands_total{command="bf.reserve",outcome="error"} 1`,
+		`rookery_commands_total{command="unknown",outcome="error"} 1`,
+		`rookery_command_duration_seconds_count{command="bf.add",outcome="ok"} 1`,
+		"rookery_client_connections 1",
+		"rookery_client_connections_accepted_total 1",
+		"rookery_raft_applied_index 1",
+		"rookery_raft_commit_index 1",
+		"rookery_raft_term 3",
+		"rookery_filters 1",
+		"rookery_filter_memory_bytes ",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package transport
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultMaxItemBytes       = 64 << 10
+	DefaultMaxItemsPerCommand = 100000
+	DefaultMaxCapacity        = 1 << 30 // RedisBloom's own ceiling
+	DefaultMaxClients         = 10000
+	DefaultMaxRequestBytes    = 64 << 20
+	DefaultRequestTimeout     = 10 * time.Second
+)
+
+// Config configures the RESP and HTTP servers. Zero fields take the defaults above.
+type Config struct {
+	// MaxItemBytes bounds one item (and one key name).
+	MaxItemBytes int
+	// MaxItemsPerCommand bounds the items (or keys) of one command.
+	MaxItemsPerCommand int
+	// MaxCapacity bounds the capacity a filter may be created with.
+	MaxCapacity uint64
+	// MaxClients bounds open RESP connections; one more is told
+	// "ERR max number of clients reached" and closed.
+	MaxClients int
+	// MaxRequestBytes bounds one request as it arrives on the wire; a bigger one is
+	// a protocol error and closes the connection.
+	MaxRequestBytes int
+	// RequirePass, when set, makes every connection AUTH (or HELLO ... AUTH) first.
+	RequirePass string
+	// RequestTimeout bounds how long a command waits for its write to be applied
+	// or its read barrier to pass.
+	RequestTimeout time.Duration
+	// IdleTimeout closes a connection that sent nothing for this long (0: never).
+	IdleTimeout time.Duration
+	// Version is reported by HELLO and INFO.
+	Version string
+	// Registry receives the transport's metrics; the cluster may register its own
+	// collectors on the same registry. Nil disables metrics.
+	Registry *prometheus.Registry
+	// Logger is the base logger; records carry component=transport.
+	Logger *slog.Logger
+}
+
+// withDefaults returns c with zero fields defaulted and a component logger.
+func (c Config) withDefaults() Config {
+	if c.MaxItemBytes <= 0 {
+		c.MaxItemBytes = DefaultMaxItemBytes
+	}
+	if c.MaxItemsPerCommand <= 0 {
+		c.MaxItemsPerCommand = DefaultMaxItemsPerCommand
+	}
+	if c.MaxCapacity == 0 {
+		c.MaxCapacity = DefaultMaxCapacity
+	}
+	if c.MaxClients <= 0 {
+		c.MaxClients = DefaultMaxClients
+	}
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.Version == "" {
+		c.Version = "0.1.0"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Logger = c.Logger.With("component", "transport")
+	return c
+}
+
+// maxArgs is the most arguments a request may announce: enough for a full
+// multi-item command with its options, and never less than Redis's old 1M cap,
+// so that a slightly oversized command gets the friendly "too many items" error
+// instead of a protocol error.
+func (c Config) maxArgs() int {
+	return max(c.MaxItemsPerCommand+16, 1<<20)
+}
+
+// checkItems enforces the per-command limits on a list of items or keys.
+func (c Config) checkItems(items [][]byte) error {
+	if len(items) > c.MaxItemsPerCommand {
+		return redisError(fmt.Sprintf("ERR too many items in one command: %d (max %d)",
+			len(items), c.MaxItemsPerCommand))
+	}
+	for _, it := range items {
+		if len(it) > c.MaxItemBytes {
+			return redisError(fmt.Sprintf("ERR item too large: %d bytes (max %d)",
+				len(it), c.MaxItemBytes))
+		}
+	}
+	return nil
+}
+
+// checkKey enforces the size limit on a key name.
+func (c Config) checkKey(key []byte) error {
+	if len(key) > c.MaxItemBytes {
+		return redisError(fmt.Sprintf("ERR key name too long: %d bytes (max %d)",
+			len(key), c.MaxItemBytes))
+	}
+	return nil
+}

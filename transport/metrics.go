@@ -1,0 +1,100 @@
+package transport
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the transport's Prometheus instruments. Without a registry they
+// still count, unexported.
+type metrics struct {
+	commands *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	conns    prometheus.Gauge
+	accepted prometheus.Counter
+	rejected prometheus.Counter
+	protoErr prometheus.Counter
+}
+
+func newMetrics(reg *prometheus.Registry, be Backend) *metrics {
+	m := &metrics{
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rookery_commands_total",
+			Help: "RESP commands served, by command and outcome (ok, error, unavailable, indeterminate).",
+		}, []string{"command", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rookery_command_duration_seconds",
+			Help:    "Time from reading a RESP command to having its reply, by command and outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 18),
+		}, []string{"command", "outcome"}),
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rookery_client_connections",
+			Help: "Open RESP client connections.",
+		}),
+		accepted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rookery_client_connections_accepted_total",
+			Help: "RESP connections accepted.",
+		}),
+		rejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rookery_client_connections_rejected_total",
+			Help: "RESP connections refused because the client limit was reached.",
+		}),
+		protoErr: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rookery_protocol_errors_total",
+			Help: "RESP connections closed for a malformed request.",
+		}),
+	}
+	if reg == nil {
+		return m
+	}
+	m.commands = register(reg, m.commands)
+	m.latency = register(reg, m.latency)
+	m.conns = register(reg, m.conns)
+	m.accepted = register(reg, m.accepted)
+	m.rejected = register(reg, m.rejected)
+	m.protoErr = register(reg, m.protoErr)
+	registerNodeGauges(reg, be)
+	return m
+}
+
+// register registers c, or returns the collector already registered under the
+// same name (two servers sharing a registry, as in tests, share counters).
+func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}
+
+// registerNodeGauges exports the node's indices, term and filter totals. The
+// cluster package registers the same series on a shared registry; whichever
+// registers first wins and the other registration is dropped, so the series
+// exist exactly once either way.
+func registerNodeGauges(reg *prometheus.Registry, be Backend) {
+	gauge := func(name, help string, f func() float64) {
+		_ = reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+	}
+	gauge("rookery_raft_commit_index", "The Raft commit index this node knows.",
+		func() float64 { return float64(be.Status().CommitIndex) })
+	gauge("rookery_raft_applied_index", "The last log index applied to the state machine.",
+		func() float64 { return float64(be.Status().AppliedIndex) })
+	gauge("rookery_raft_term", "The current Raft term.",
+		func() float64 { return float64(be.Status().Term) })
+	gauge("rookery_filters", "Number of filters.",
+		func() float64 { return float64(be.Status().Filters) })
+	gauge("rookery_filter_memory_bytes", "Memory held by all filters.",
+		func() float64 { return float64(be.Status().MemoryBytes) })
+}
+
+// observe records one served command.
+func (m *metrics) observe(name, outcome string, start time.Time) {
+	m.commands.WithLabelValues(name, outcome).Inc()
+	m.latency.WithLabelValues(name, outcome).Observe(time.Since(start).Seconds())
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -19,26 +20,67 @@ type meta struct {
 	Raft string `json:"raft"`
 	RESP string `json:"resp"`
 	HTTP string `json:"http"`
+	// Leaving is set by a member on its way out for good, so that the others
+	// tell its departure from a failure.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
-type delegate struct{ meta []byte }
+// delegate serves this node's metadata to memberlist.
+type delegate struct {
+	mu   sync.Mutex
+	meta []byte
+}
 
-func (d delegate) NodeMeta(limit int) []byte {
+func (d *delegate) NodeMeta(limit int) []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if len(d.meta) > limit {
 		return nil
 	}
 	return d.meta
 }
-func (delegate) NotifyMsg([]byte)                           {}
-func (delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (delegate) LocalState(join bool) []byte                { return nil }
-func (delegate) MergeRemoteState(buf []byte, join bool)     {}
 
+func (d *delegate) set(m meta) {
+	b, _ := json.Marshal(m)
+	d.mu.Lock()
+	d.meta = b
+	d.mu.Unlock()
+}
+
+func (*delegate) NotifyMsg([]byte)                           {}
+func (*delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (*delegate) LocalState(join bool) []byte                { return nil }
+func (*delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+// events keeps the node's own copy of the member list. memberlist's Members()
+// hands out pointers into state it keeps changing under its own lock, so reading
+// them later races; the event callbacks run under that lock, and copy.
 type events struct{ n *Node }
 
-func (e events) NotifyJoin(*memberlist.Node)   { e.n.membershipChanged() }
-func (e events) NotifyLeave(*memberlist.Node)  { e.n.membershipChanged() }
-func (e events) NotifyUpdate(*memberlist.Node) { e.n.membershipChanged() }
+func (e events) NotifyJoin(m *memberlist.Node)   { e.n.noteMember(m, false) }
+func (e events) NotifyLeave(m *memberlist.Node)  { e.n.noteMember(m, true) }
+func (e events) NotifyUpdate(m *memberlist.Node) { e.n.noteMember(m, false) }
+
+// noteMember records a member's metadata and state, and wakes reconciliation.
+// memberlist does not fill in Node.State for callbacks: a join or update means
+// alive, a leave means dead, or left if the member announced it was leaving.
+func (n *Node) noteMember(m *memberlist.Node, gone bool) {
+	var md meta
+	if json.Unmarshal(m.Meta, &md) != nil || md.ID == "" {
+		return
+	}
+	state := memberlist.StateAlive
+	if gone {
+		state = memberlist.StateDead
+		if md.Leaving {
+			state = memberlist.StateLeft
+		}
+	}
+	n.memMu.Lock()
+	n.memTable[md.ID] = member{meta: md, state: state}
+	n.memMu.Unlock()
+	n.membershipChanged()
+}
 
 func (n *Node) membershipChanged() {
 	select {
@@ -75,8 +117,9 @@ func (n *Node) startGossip() error {
 	mc.SuspicionMult = 2
 	mc.SecretKey = n.cfg.GossipKey
 	mc.Logger = log.New(&slogWriter{log: n.cfg.Logger.With("component", "gossip")}, "", 0)
-	b, _ := json.Marshal(meta{ID: n.cfg.ID, Raft: n.raftAdvertise, RESP: n.cfg.RESPAddr, HTTP: n.cfg.HTTPAddr})
-	mc.Delegate = delegate{meta: b}
+	n.delegate = &delegate{}
+	n.delegate.set(n.localMeta())
+	mc.Delegate = n.delegate
 	mc.Events = events{n}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -125,29 +168,34 @@ type member struct {
 	state memberlist.NodeStateType
 }
 
+// members lists every member gossip has seen, with its last known state
+// (alive, dead or left), sorted by id.
 func (n *Node) members() []member {
-	var out []member
-	for _, m := range n.ml.Members() {
-		var md meta
-		if json.Unmarshal(m.Meta, &md) != nil || md.ID == "" {
-			continue
-		}
-		out = append(out, member{meta: md, state: m.State})
+	n.memMu.Lock()
+	out := make([]member, 0, len(n.memTable))
+	for _, m := range n.memTable {
+		out = append(out, m)
 	}
+	n.memMu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
-// allMembers also lists members memberlist has declared dead or left.
+// localMeta is this node's own metadata.
+func (n *Node) localMeta() meta {
+	return meta{ID: n.cfg.ID, Raft: n.raftAdvertise, RESP: n.cfg.RESPAddr, HTTP: n.cfg.HTTPAddr}
+}
+
+// memberMeta returns the metadata of member id.
 func (n *Node) memberMeta(id string) (meta, bool) {
-	for _, m := range n.ml.Members() {
-		var md meta
-		if json.Unmarshal(m.Meta, &md) == nil && md.ID == id {
-			return md, true
-		}
+	n.memMu.Lock()
+	m, ok := n.memTable[id]
+	n.memMu.Unlock()
+	if ok {
+		return m.meta, true
 	}
 	if id == n.cfg.ID {
-		return meta{ID: id, Raft: n.raftAdvertise, RESP: n.cfg.RESPAddr, HTTP: n.cfg.HTTPAddr}, true
+		return n.localMeta(), true
 	}
 	return meta{}, false
 }

@@ -18,10 +18,18 @@ import (
 // costs one fsync per event-loop pass. Raft applies entries in log order and the
 // proposer keeps submission order inside a batch, so writes submitted in order
 // are applied in order.
+//
+// At most maxInflight entries are in the log's hands at once. While they are, new
+// writes wait in the queue and then go out together as the next entry: group
+// commit. Handing raft every write as it arrives instead makes many small entries,
+// and raft's leader loop, picking at random between new entries and commit
+// notices, then often writes another entry to disk before it answers the ones
+// already durable, which costs a whole fsync of latency.
 
 const (
 	maxBatch      = 1024
 	maxBatchBytes = 4 << 20
+	maxInflight   = 1
 )
 
 type proposal struct {
@@ -113,6 +121,14 @@ func (n *Node) proposeLoop() {
 			n.drainProposals()
 			return
 		}
+		// Wait for the log, then take everything that arrived meanwhile.
+		select {
+		case n.slots <- struct{}{}:
+		case <-n.stop:
+			batch[0].fut.Resolve(nil, ErrShutdown)
+			n.drainProposals()
+			return
+		}
 		size := approxSize(batch[0].cmd)
 	fill:
 		for len(batch) < maxBatch && size < maxBatchBytes {
@@ -162,6 +178,7 @@ func (n *Node) propose(batch []proposal) {
 		cmds = append(cmds, p.cmd)
 	}
 	if len(props) == 0 {
+		<-n.slots
 		return
 	}
 	var data []byte
@@ -174,6 +191,7 @@ func (n *Node) propose(batch []proposal) {
 	select {
 	case n.inflight <- inflightBatch{f: f, props: props, start: time.Now()}:
 	case <-n.stop:
+		<-n.slots
 		for _, p := range props {
 			p.fut.Resolve(nil, fmt.Errorf("%w: node shutting down", ErrIndeterminate))
 		}
@@ -253,6 +271,7 @@ func (n *Node) resolveLoop() {
 
 func (n *Node) resolveBatch(b inflightBatch) {
 	err := b.f.Error()
+	<-n.slots
 	n.metrics.observeApply(time.Since(b.start), len(b.props), err)
 	for _, p := range b.props {
 		if p.reserved != 0 {

@@ -80,13 +80,24 @@ func (g *gate) loop() {
 
 // ReadBarrier returns once this node's state reflects every write acknowledged
 // before the call (ReadLinearizable), or at once (ReadStale).
+//
+// A read that has to wait gives up after the node's apply timeout, or when ctx
+// ends.
 func (n *Node) ReadBarrier(ctx context.Context, level ReadLevel) error {
 	if level == ReadStale {
 		return nil
 	}
+	n.metrics.readRounds.Inc()
+	if idx, ok := n.soleVoterReadIndex(); ok && n.fsm.AppliedIndex() >= idx {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
+	defer cancel()
 	var idx uint64
 	var err error
-	if n.IsLeader() {
+	if i, ok := n.soleVoterReadIndex(); ok {
+		idx = i
+	} else if n.IsLeader() {
 		idx, err = n.leaderGate.wait(ctx)
 	} else {
 		idx, err = n.remoteGate.wait(ctx)
@@ -94,8 +105,32 @@ func (n *Node) ReadBarrier(ctx context.Context, level ReadLevel) error {
 	if err != nil {
 		return err
 	}
-	n.metrics.readRounds.Inc()
 	return n.waitApplied(ctx, idx)
+}
+
+// soleVoterReadIndex is the read index of a leader that is the only voter of
+// the latest configuration, which needs no round of heartbeats: raft's own
+// VerifyLeader answers at once for a quorum of one, and any other server could
+// only become leader with this node's vote, after this node has stopped
+// leading. The term's barrier must have been applied, so that the commit index
+// covers every earlier term.
+func (n *Node) soleVoterReadIndex() (uint64, bool) {
+	if n.raft.State() != raft.Leader {
+		return 0, false
+	}
+	term := n.raft.CurrentTerm()
+	if n.barrierTerm.Load() != term {
+		return 0, false
+	}
+	cfg := n.raft.GetConfiguration().Configuration()
+	if len(cfg.Servers) != 1 || cfg.Servers[0].ID != raft.ServerID(n.cfg.ID) || cfg.Servers[0].Suffrage != raft.Voter {
+		return 0, false
+	}
+	idx := n.raft.CommitIndex()
+	if n.raft.State() != raft.Leader || n.raft.CurrentTerm() != term {
+		return 0, false
+	}
+	return idx, true
 }
 
 // waitApplied returns once the state machine reflects every log entry up to idx.

@@ -206,6 +206,14 @@ func (n *Node) Leave(ctx context.Context) error {
 			return fmt.Errorf("leave: %w", ctx.Err())
 		}
 	}
+	// Announce the departure before leaving gossip, so the others record this
+	// node as left rather than failed.
+	m := n.localMeta()
+	m.Leaving = true
+	n.delegate.set(m)
+	if err := n.ml.UpdateNode(time.Second); err != nil {
+		n.log.Warn("announce leave", "err", err)
+	}
 	if err := n.ml.Leave(2 * time.Second); err != nil {
 		n.log.Warn("leave gossip", "err", err)
 	}
@@ -255,7 +263,7 @@ func (n *Node) Nodes() []NodeInfo {
 		}
 	}
 	for _, m := range n.members() {
-		if !seen[m.ID] {
+		if !seen[m.ID] && m.state == memberlist.StateAlive {
 			out = append(out, NodeInfo{ID: m.ID, RESPAddr: m.RESP, HTTPAddr: m.HTTP, RaftAddr: m.Raft, Role: "none", Health: healthOf(m.state)})
 		}
 	}

@@ -13,7 +13,8 @@ type Backend interface {
 	// Submit queues a write; writes submitted one after another from one goroutine
 	// are applied in that order.
 	Submit(cmd *fsm.Command) *cluster.Future
-	// ReadBarrier returns once this node's state is fresh enough for level
+	// ReadBarrier returns once this node's state is fresh enough for level, or
+	// with an error once it has waited as long as it allows
 	// (linearizable: read index from the leader, then wait for it to be applied).
 	ReadBarrier(ctx context.Context, level cluster.ReadLevel) error
 	// FSM is the node's state machine, read through its query methods.

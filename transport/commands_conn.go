@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"fmt"
 	"os"
@@ -20,7 +21,40 @@ func connCommands() []*command {
 		{name: "quit", arity: -1, flags: na, parse: parseQuit},
 		{name: "info", arity: -1, flags: flagsAdminish, parse: parseInfo},
 		{name: "command", arity: -1, flags: flagsAdminish, parse: parseCommand},
+		{name: "config", arity: -2, flags: flagsAdminish, parse: parseConfig},
 	}
+}
+
+// parseConfig: CONFIG GET pattern... answers the few settings clients and tools
+// ask for (redis-benchmark asks for save and appendonly); the configuration is
+// the command line's, so CONFIG SET is refused.
+func parseConfig(s *Server, args [][]byte) (op, error) {
+	if !keyword(args[1], "GET") {
+		return op{}, redisError(fmt.Sprintf("ERR CONFIG %s is not supported: settings come from flags", args[1]))
+	}
+	if len(args) < 3 {
+		return op{}, arityError([]byte("config|get"))
+	}
+	params := []struct{ k, v string }{
+		// Every write is fsynced to the Raft log before it is acknowledged.
+		{"appendonly", "yes"}, {"appendfsync", "always"}, {"save", ""},
+		{"databases", "1"}, {"maxclients", fmt.Sprint(s.cfg.MaxClients)},
+	}
+	return localOp(func(c *session, w *reply) {
+		var out []string
+		for _, p := range params {
+			for _, pat := range args[2:] {
+				if globMatch(bytes.ToLower(pat), []byte(p.k)) {
+					out = append(out, p.k, p.v)
+					break
+				}
+			}
+		}
+		w.mapHeader(len(out) / 2)
+		for _, x := range out {
+			w.bulkString(x)
+		}
+	}), nil
 }
 
 // parsePing: PING [message].

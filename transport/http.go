@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -24,6 +25,7 @@ const leaveTimeout = 30 * time.Second
 //	GET  /v1/filters  every filter: name, kind, items, capacity, memory, estimated FPP
 //	POST /v1/leave    leave the cluster for good
 //	GET  /metrics     Prometheus text format (when Config.Registry is set)
+//	GET  /debug/pprof/ Go profiles (when Config.Pprof is set)
 type HTTPServer struct {
 	be  Backend
 	log *slog.Logger
@@ -50,6 +52,13 @@ func NewHTTP(cfg Config, be Backend) *HTTPServer {
 	if cfg.Registry != nil {
 		newMetrics(cfg.Registry, be) // the node gauges, even with no RESP server
 		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+	}
+	if cfg.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return h

@@ -34,8 +34,8 @@ type Config struct {
 	MaxRequestBytes int
 	// RequirePass, when set, makes every connection AUTH (or HELLO ... AUTH) first.
 	RequirePass string
-	// RequestTimeout bounds how long a command waits for its write to be applied
-	// or its read barrier to pass.
+	// RequestTimeout bounds how long a command waits for its write to be
+	// applied. Read barriers are bounded by the Backend.
 	RequestTimeout time.Duration
 	// IdleTimeout closes a connection that sent nothing for this long (0: never).
 	IdleTimeout time.Duration
@@ -44,6 +44,8 @@ type Config struct {
 	// Registry receives the transport's metrics; the cluster may register its own
 	// collectors on the same registry. Nil disables metrics.
 	Registry *prometheus.Registry
+	// Pprof serves Go's profiles under /debug/pprof/ on the HTTP server.
+	Pprof bool
 	// Logger is the base logger; records carry component=transport.
 	Logger *slog.Logger
 }

@@ -436,3 +436,21 @@ func TestServerCloseEndsConnections(t *testing.T) {
 		t.Fatalf("Serve after Close: %v", err)
 	}
 }
+
+// TestServerConfigGet: the settings tools ask for, and no CONFIG SET.
+func TestServerConfigGet(t *testing.T) {
+	ts := mustStartServer(t, Config{MaxClients: 7})
+	c := dialRaw(t, ts.addr)
+	if got := c.do("CONFIG", "GET", "save"); got != "*2\r\n$4\r\nsave\r\n$0\r\n\r\n" {
+		t.Errorf("CONFIG GET save: %q", got)
+	}
+	if got := c.do("config", "get", "APPEND*", "maxclients"); got != "*6\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n$11\r\nappendfsync\r\n$6\r\nalways\r\n$10\r\nmaxclients\r\n$1\r\n7\r\n" {
+		t.Errorf("CONFIG GET append* maxclients: %q", got)
+	}
+	if got := c.do("CONFIG", "GET", "nothing"); got != "*0\r\n" {
+		t.Errorf("CONFIG GET nothing: %q", got)
+	}
+	if got := c.do("CONFIG", "SET", "save", ""); !strings.HasPrefix(got, "-ERR CONFIG SET is not supported") {
+		t.Errorf("CONFIG SET: %q", got)
+	}
+}

@@ -48,6 +48,7 @@ type options struct {
 	maxCapacity    uint64
 	maxClients     int
 	maxRequestSize string
+	pprof          bool
 }
 
 func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
@@ -82,6 +83,7 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.Uint64Var(&o.maxCapacity, "max-capacity", 1<<30, "largest capacity a filter may be created with")
 	fs.IntVar(&o.maxClients, "max-clients", 10000, "most RESP client connections at once")
 	fs.StringVar(&o.maxRequestSize, "max-request-size", "512mb", "largest RESP request")
+	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
 	return fs
 }
 

@@ -153,5 +153,6 @@ func (o *options) transportConfig() (transport.Config, error) {
 		MaxRequestBytes:    int(reqSize),
 		RequirePass:        o.requirePass,
 		RequestTimeout:     o.applyTimeout,
+		Pprof:              o.pprof,
 	}, nil
 }

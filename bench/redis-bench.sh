@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# redis-bench.sh measures Rookery against Redis in one run, with redis-benchmark:
+# durable writes (BF.ADD against SADD on a redis-server with appendonly yes and
+# appendfsync always) and reads (BF.EXISTS against SISMEMBER), at -c 50 with no
+# pipelining (-P 1) and with -P 16. It prints req/s, p50 and p99 latency and the
+# ratio Rookery/Redis of each pair.
+#
+#   bench/redis-bench.sh                 # defaults: 200000 requests per test
+#   REQUESTS=500000 bench/redis-bench.sh
+#
+# It installs redis-tools and redis-server with apt-get when they are missing,
+# builds the rookery binary, starts both servers on free 127.0.0.1 ports with
+# data in a temporary directory, and stops them when it ends. Compare ratios
+# from one run; absolute figures move with the machine and its load.
+#
+# On a machine with at least two cores the servers run on core 0 and
+# redis-benchmark on core 1 (taskset), so that each server has one core to
+# itself, as single-threaded Redis would, and the load generator never competes
+# with the server it measures. PIN=0 turns this off.
+set -euo pipefail
+
+REQUESTS=${REQUESTS:-200000}
+CLIENTS=${CLIENTS:-50}
+PIPELINES=${PIPELINES:-"1 16"}
+KEYSPACE=${KEYSPACE:-1000000}
+
+cd "$(dirname "$0")/.."
+
+need() {
+	local missing=()
+	command -v redis-benchmark >/dev/null || missing+=(redis-tools)
+	command -v redis-server >/dev/null || missing+=(redis-server)
+	command -v curl >/dev/null || missing+=(curl)
+	if [ ${#missing[@]} -gt 0 ]; then
+		echo "installing ${missing[*]}" >&2
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+	fi
+}
+need
+
+server=() client=()
+if [ "${PIN:-1}" = 1 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+	server=(taskset -c 0) client=(taskset -c 1)
+fi
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# free_port prints a TCP port on 127.0.0.1 that nothing listens on.
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+}
+
+wait_for() { # wait_for DESCRIPTION COMMAND...
+	local what=$1
+	shift
+	for _ in $(seq 1 300); do
+		if "$@" >/dev/null 2>&1; then return 0; fi
+		sleep 0.1
+	done
+	echo "timed out waiting for $what" >&2
+	exit 1
+}
+
+echo "building rookery" >&2
+CGO_ENABLED=0 go build -o "$work/rookery" ./cmd/node
+
+rk_port=$(free_port)
+rk_http=$(free_port)
+"${server[@]}" "$work/rookery" --id bench --data-dir "$work/rookery-data" --bootstrap-expect 1 --log-level warn \
+	--resp-addr "127.0.0.1:$rk_port" --http-addr "127.0.0.1:$rk_http" \
+	--raft-addr "127.0.0.1:$(free_port)" --gossip-addr "127.0.0.1:$(free_port)" 2>"$work/rookery.log" &
+pids+=($!)
+wait_for "rookery to be ready" curl -sf "http://127.0.0.1:$rk_http/readyz"
+
+redis_port=$(free_port)
+mkdir -p "$work/redis-data"
+"${server[@]}" redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$work/redis-data" --appendonly yes \
+	--appendfsync always --save "" --daemonize no --logfile "$work/redis.log" &
+pids+=($!)
+wait_for "redis-server" redis-cli -p "$redis_port" ping
+
+# A filter sized for the whole keyspace, as a service would reserve it.
+redis-cli -p "$rk_port" BF.RESERVE bench 0.01 "$KEYSPACE" >/dev/null
+
+# run PORT PIPELINE COMMAND... prints "rps p50 p99" from redis-benchmark's CSV.
+run() {
+	local port=$1 pipe=$2
+	shift 2
+	"${client[@]}" redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" -P "$pipe" -n "$REQUESTS" -r "$KEYSPACE" --csv "$@" |
+		awk -F'","' 'NR==2 { gsub(/"/, "", $2); gsub(/"/, "", $5); gsub(/"/, "", $7); print $2, $5, $7 }'
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+
+printf '\nredis-benchmark -c %s -n %s -r %s, one run, %s, pinned: %s\n\n' "$CLIENTS" "$REQUESTS" "$KEYSPACE" \
+	"$(date -u +%Y-%m-%dT%H:%MZ)" "$([ ${#server[@]} -gt 0 ] && echo "servers on core 0, client on core 1" || echo no)"
+printf '| test | -P | Rookery req/s | p50 ms | p99 ms | Redis test | Redis req/s | p50 ms | p99 ms | ratio |\n'
+printf '|---|---:|---:|---:|---:|---|---:|---:|---:|---:|\n'
+for pipe in $PIPELINES; do
+	while IFS='|' read -r ours theirs; do
+		# shellcheck disable=SC2086
+		read -r arps a50 a99 <<<"$(run "$rk_port" "$pipe" $ours)"
+		# shellcheck disable=SC2086
+		read -r brps b50 b99 <<<"$(run "$redis_port" "$pipe" $theirs)"
+		printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "${ours%% *}" "$pipe" "$arps" "$a50" "$a99" \
+			"${theirs%% *} (appendfsync always)" "$brps" "$b50" "$b99" "$(ratio "$arps" "$brps")"
+	done <<'PAIRS'
+BF.ADD bench __rand_int__|SADD bench __rand_int__
+BF.EXISTS bench __rand_int__|SISMEMBER bench __rand_int__
+PAIRS
+done

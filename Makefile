@@ -3,6 +3,9 @@ GO ?= go
 
 .PHONY: test build run fuzz bench cluster-up cluster-down
 
+# docker compose (the plugin) or docker-compose (Debian's package), whichever exists.
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+
 test:
 	$(GO) vet ./...
 	$(GO) test -race ./...
@@ -16,3 +19,10 @@ run:
 # Short fuzzing pass over every decoder and parser (corpora live in testdata/fuzz).
 fuzz:
 	./scripts/fuzz.sh 30s
+
+# A three-node cluster in containers (docker-compose.yml), from a binary built here.
+cluster-up: build
+	$(COMPOSE) up -d --build
+
+cluster-down:
+	$(COMPOSE) down

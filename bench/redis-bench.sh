@@ -2,8 +2,11 @@
 # redis-bench.sh measures Rookery against Redis in one run, with redis-benchmark:
 # durable writes (BF.ADD against SADD on a redis-server with appendonly yes and
 # appendfsync always) and reads (BF.EXISTS against SISMEMBER), at -c 50 with no
-# pipelining (-P 1) and with -P 16. It prints req/s, p50 and p99 latency and the
-# ratio Rookery/Redis of each pair.
+# pipelining (-P 1) and with -P 16, first on a single node, then on a three-node
+# cluster: writes through the leader, linearizable reads on a follower, and
+# stale (READONLY) reads on a follower. It prints req/s, p50 and p99 latency and
+# the ratio Rookery/Redis of each pair, each Redis figure measured right after
+# the Rookery one it is compared with.
 #
 #   bench/redis-bench.sh                 # defaults: 200000 requests per test
 #   REQUESTS=500000 bench/redis-bench.sh
@@ -78,13 +81,18 @@ wait_for() { # wait_for DESCRIPTION COMMAND...
 echo "building rookery" >&2
 CGO_ENABLED=0 go build -o "$work/rookery" ./cmd/node
 
-rk_port=$(free_port)
-rk_http=$(free_port)
-"${server[@]}" "$work/rookery" --id bench --data-dir "$work/rookery-data" --bootstrap-expect 1 --log-level warn \
-	--resp-addr "127.0.0.1:$rk_port" --http-addr "127.0.0.1:$rk_http" \
-	--raft-addr "127.0.0.1:$(free_port)" --gossip-addr "127.0.0.1:$(free_port)" 2>"$work/rookery.log" &
-pids+=($!)
-wait_for "rookery to be ready" curl -sf "http://127.0.0.1:$rk_http/readyz"
+# node ID DIR EXTRA... starts a node on free ports and sets resp, http, gossip
+# and pid to its addresses' ports and its process id.
+node() {
+	local id=$1 dir=$2
+	shift 2
+	resp=$(free_port) http=$(free_port) gossip=$(free_port)
+	"${server[@]}" "$work/rookery" --id "$id" --data-dir "$dir" --log-level warn \
+		--resp-addr "127.0.0.1:$resp" --http-addr "127.0.0.1:$http" \
+		--raft-addr "127.0.0.1:$(free_port)" --gossip-addr "127.0.0.1:$gossip" "$@" >/dev/null 2>>"$work/rookery.log" &
+	pid=$!
+	pids+=("$pid")
+}
 
 redis_port=$(free_port)
 mkdir -p "$work/redis-data"
@@ -92,9 +100,6 @@ mkdir -p "$work/redis-data"
 	--appendfsync always --save "" --daemonize no --logfile "$work/redis.log" &
 pids+=($!)
 wait_for "redis-server" redis-cli -p "$redis_port" ping
-
-# A filter sized for the whole keyspace, as a service would reserve it.
-redis-cli -p "$rk_port" BF.RESERVE bench 0.01 "$KEYSPACE" >/dev/null
 
 # run PORT PIPELINE COMMAND... prints "rps p50 p99" from redis-benchmark's CSV.
 run() {
@@ -106,20 +111,59 @@ run() {
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
+# row SETUP PORT PIPELINE "OURS" "THEIRS" measures one pair and prints a row.
+row() {
+	local setup=$1 port=$2 pipe=$3 ours=$4 theirs=$5 arps a50 a99 brps b50 b99
+	# shellcheck disable=SC2086
+	read -r arps a50 a99 <<<"$(run "$port" "$pipe" $ours)"
+	# shellcheck disable=SC2086
+	read -r brps b50 b99 <<<"$(run "$redis_port" "$pipe" $theirs)"
+	printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$setup" "${ours%% *}" "$pipe" \
+		"$arps" "$a50" "$a99" "${theirs%% *}" "$brps" "$b50" "$b99" "$(ratio "$arps" "$brps")"
+}
+
+ADD="BF.ADD bench __rand_int__" SADD="SADD bench __rand_int__"
+EXISTS="BF.EXISTS bench __rand_int__" SISMEMBER="SISMEMBER bench __rand_int__"
+
 printf '\nredis-benchmark -c %s -n %s -r %s, one run, %s, pinned: %s\n\n' "$CLIENTS" "$REQUESTS" "$KEYSPACE" \
 	"$(date -u +%Y-%m-%dT%H:%MZ)" "$([ ${#server[@]} -gt 0 ] && echo "servers on core 0, client on core 1" || echo no)"
-printf '| test | -P | Rookery req/s | p50 ms | p99 ms | Redis test | Redis req/s | p50 ms | p99 ms | ratio |\n'
-printf '|---|---:|---:|---:|---:|---|---:|---:|---:|---:|\n'
+printf '| Rookery | test | -P | req/s | p50 ms | p99 ms | Redis (appendfsync always) | req/s | p50 ms | p99 ms | ratio |\n'
+printf '|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|\n'
+
+# One node.
+node single "$work/single" --bootstrap-expect 1
+rk_port=$resp rk_http=$http rk_pid=$pid
+wait_for "rookery to be ready" curl -sf "http://127.0.0.1:$rk_http/readyz"
+# A filter sized for the whole keyspace, as a service would reserve it.
+redis-cli -p "$rk_port" BF.RESERVE bench 0.01 "$KEYSPACE" >/dev/null
 for pipe in $PIPELINES; do
-	while IFS='|' read -r ours theirs; do
-		# shellcheck disable=SC2086
-		read -r arps a50 a99 <<<"$(run "$rk_port" "$pipe" $ours)"
-		# shellcheck disable=SC2086
-		read -r brps b50 b99 <<<"$(run "$redis_port" "$pipe" $theirs)"
-		printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "${ours%% *}" "$pipe" "$arps" "$a50" "$a99" \
-			"${theirs%% *} (appendfsync always)" "$brps" "$b50" "$b99" "$(ratio "$arps" "$brps")"
-	done <<'PAIRS'
-BF.ADD bench __rand_int__|SADD bench __rand_int__
-BF.EXISTS bench __rand_int__|SISMEMBER bench __rand_int__
-PAIRS
+	row "single node" "$rk_port" "$pipe" "$ADD" "$SADD"
+	row "single node" "$rk_port" "$pipe" "$EXISTS" "$SISMEMBER"
+done
+kill "$rk_pid"
+wait "$rk_pid" 2>/dev/null || true
+
+# Three nodes. n1 and n2 bootstrap, so one of them leads; n3 joins afterwards
+# and starts its connections on stale reads (the READONLY level), which
+# redis-benchmark cannot ask for per connection.
+node n1 "$work/n1" --bootstrap-expect 2
+p1=$resp h1=$http g1=$gossip
+node n2 "$work/n2" --bootstrap-expect 2 --join "127.0.0.1:$g1"
+p2=$resp h2=$http
+wait_for "n1" curl -sf "http://127.0.0.1:$h1/readyz"
+wait_for "n2" curl -sf "http://127.0.0.1:$h2/readyz"
+node n3 "$work/n3" --join "127.0.0.1:$g1" --read-consistency stale
+p3=$resp h3=$http
+wait_for "n3" curl -sf "http://127.0.0.1:$h3/readyz"
+wait_for "three voters" sh -c "curl -sf http://127.0.0.1:$h1/v1/nodes | grep -c '\"voter\": true' | grep -qx 3"
+if curl -sf "http://127.0.0.1:$h1/v1/status" | grep -q '"role": "leader"'; then
+	leader=$p1 follower=$p2
+else
+	leader=$p2 follower=$p1
+fi
+redis-cli -p "$leader" BF.RESERVE bench 0.01 "$KEYSPACE" >/dev/null
+for pipe in $PIPELINES; do
+	row "3 nodes, leader" "$leader" "$pipe" "$ADD" "$SADD"
+	row "3 nodes, follower, linearizable" "$follower" "$pipe" "$EXISTS" "$SISMEMBER"
+	row "3 nodes, follower, READONLY" "$p3" "$pipe" "$EXISTS" "$SISMEMBER"
 done

@@ -157,11 +157,13 @@ func (n *Node) startRaft() error {
 	if adv == "" {
 		adv = advertiseOf(cfg.RaftAddr, ln.Addr())
 	}
-	advAddr, err := net.ResolveTCPAddr("tcp", adv)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(adv); err != nil {
 		ln.Close()
 		return fmt.Errorf("raft advertise address %s: %w", adv, err)
 	}
+	// Kept as given, host name and all: a container restarted with a new IP
+	// address is still reached at its name.
+	advAddr := hostAddr(adv)
 	n.raftAdvertise = adv
 	n.mux = newMux(ln, advAddr, cfg.Dial, n.serveRPC)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -340,3 +342,9 @@ func (n *Node) peer(addr string) *rpcClient {
 	}
 	return p
 }
+
+// hostAddr is a TCP address as written, which may name a host rather than an IP.
+type hostAddr string
+
+func (a hostAddr) Network() string { return "tcp" }
+func (a hostAddr) String() string  { return string(a) }

@@ -142,6 +142,16 @@ func (n *Node) reconcile() {
 					voters--
 				}
 			}
+		case m.Raft != "" && m.Raft != string(s.Address):
+			// Restarted at a new address: re-adding the same id updates it.
+			n.log.Info("updating member address", "id", id, "old", s.Address, "new", m.Raft)
+			add := n.raft.AddVoter
+			if s.Suffrage != raft.Voter {
+				add = n.raft.AddNonvoter
+			}
+			if err := add(s.ID, raft.ServerAddress(m.Raft), 0, 5*time.Second).Error(); err != nil {
+				n.log.Warn("update member address", "id", id, "err", err)
+			}
 		default:
 			n.forgetDead(id)
 			if s.Suffrage == raft.Nonvoter {

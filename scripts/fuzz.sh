@@ -2,7 +2,8 @@
 # fuzz.sh DURATION runs every fuzz target of the module's packages, one at a time,
 # for DURATION each (a go test -fuzztime value such as 30s or 10000x). go test
 # fuzzes one target per run, hence the loop. It stops at the first failure; the
-# failing input is then under the package's testdata/fuzz/<Name>/.
+# failing input is then under the package's testdata/fuzz/<Name>/. The corpus each
+# run builds is copied there too, to be committed.
 set -euo pipefail
 
 if [ $# -ne 1 ]; then
@@ -25,6 +26,13 @@ while IFS=$'\t' read -r pkg dir files; do
 		if ! go test -run '^$' -fuzz "^${name}\$" -fuzztime "$duration" "$pkg"; then
 			echo "fuzz.sh: $pkg $name failed" >&2
 			exit 1
+		fi
+		# Keep what the fuzzer found interesting next to the test, so every later
+		# `go test` replays it and a later fuzzing run starts from it.
+		found_dir="$(go env GOCACHE)/fuzz/$pkg/$name"
+		if [ -d "$found_dir" ]; then
+			mkdir -p "$dir/testdata/fuzz/$name"
+			cp -n "$found_dir"/* "$dir/testdata/fuzz/$name/" 2>/dev/null || true
 		fi
 	done
 done < <(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{"\t"}}{{.Dir}}{{"\t"}}{{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}{{end}}' ./...)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rookerydb/rookery/cluster"
 )
 
 // Defaults for Config fields left zero.
@@ -44,6 +46,9 @@ type Config struct {
 	// Registry receives the transport's metrics; the cluster may register its own
 	// collectors on the same registry. Nil disables metrics.
 	Registry *prometheus.Registry
+	// DefaultReadLevel is the read consistency a new connection starts with;
+	// READONLY and READWRITE change it per connection.
+	DefaultReadLevel cluster.ReadLevel
 	// Pprof serves Go's profiles under /debug/pprof/ on the HTTP server.
 	Pprof bool
 	// Logger is the base logger; records carry component=transport.

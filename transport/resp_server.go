@@ -105,7 +105,7 @@ func (s *Server) accept(nc net.Conn) {
 	}
 	full := s.clients.Load() >= int64(s.cfg.MaxClients)
 	c := &conn{s: s, nc: nc, rd: newReader(nc, s.cfg.MaxRequestBytes, s.cfg.maxArgs()),
-		wr: redcon.NewWriter(nc), sess: session{id: s.nextID.Add(1), proto: 2}}
+		wr: redcon.NewWriter(nc), sess: session{id: s.nextID.Add(1), proto: 2, level: s.cfg.DefaultReadLevel}}
 	c.sess.authed = s.cfg.RequirePass == ""
 	s.wg.Add(1)
 	if full {

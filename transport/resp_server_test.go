@@ -454,3 +454,17 @@ func TestServerConfigGet(t *testing.T) {
 		t.Errorf("CONFIG SET: %q", got)
 	}
 }
+
+// TestServerDefaultReadLevel: a server configured for stale reads starts every
+// connection there; READWRITE still returns it to linearizable reads.
+func TestServerDefaultReadLevel(t *testing.T) {
+	ts := mustStartServer(t, Config{DefaultReadLevel: cluster.ReadStale})
+	c := dialRaw(t, ts.addr)
+	c.do("BF.EXISTS", "k", "a")
+	c.do("READWRITE")
+	c.do("BF.EXISTS", "k", "a")
+	ev := ts.be.eventLog()
+	if count(ev, "barrier:stale") != 1 || count(ev, "barrier:lin") != 1 {
+		t.Fatalf("barriers %v, want one stale then one linearizable", ev)
+	}
+}

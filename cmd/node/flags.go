@@ -20,7 +20,9 @@ type options struct {
 	id              string
 	dataDir         string
 	respAddr        string
+	respAdvertise   string
 	httpAddr        string
+	httpAdvertise   string
 	raftAddr        string
 	raftAdvertise   string
 	gossipAddr      string
@@ -49,6 +51,7 @@ type options struct {
 	maxClients     int
 	maxRequestSize string
 	pprof          bool
+	reads          string
 }
 
 func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
@@ -57,7 +60,9 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.id, "id", "", "node id, unique and stable across restarts (default: the host name; \"dev\" with --dev)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory for the Raft log and snapshots (required unless --dev)")
 	fs.StringVar(&o.respAddr, "resp-addr", "127.0.0.1:6479", "RESP (Redis protocol) listen address")
+	fs.StringVar(&o.respAdvertise, "resp-advertise", "", "RESP address clients are told to use for this node in ROLE and the node list (default: --resp-addr as bound)")
 	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:6480", "HTTP listen address (status, health, metrics)")
+	fs.StringVar(&o.httpAdvertise, "http-advertise", "", "HTTP address other nodes and tools are told to use (default: --http-addr as bound)")
 	fs.StringVar(&o.raftAddr, "raft-addr", "127.0.0.1:6481", "Raft and node-to-node listen address")
 	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "Raft address other nodes dial (default: --raft-addr)")
 	fs.StringVar(&o.gossipAddr, "gossip-addr", "127.0.0.1:6482", "gossip (memberlist) listen address")
@@ -83,6 +88,7 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.Uint64Var(&o.maxCapacity, "max-capacity", 1<<30, "largest capacity a filter may be created with")
 	fs.IntVar(&o.maxClients, "max-clients", 10000, "most RESP client connections at once")
 	fs.StringVar(&o.maxRequestSize, "max-request-size", "512mb", "largest RESP request")
+	fs.StringVar(&o.reads, "read-consistency", "linearizable", "how new RESP connections read until they send READONLY or READWRITE: linearizable or stale")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
 	return fs
 }
@@ -155,6 +161,9 @@ func (o *options) check() error {
 	}
 	if _, err := o.level(); err != nil {
 		return err
+	}
+	if o.reads != "linearizable" && o.reads != "stale" {
+		return fmt.Errorf("--read-consistency must be linearizable or stale, got %q", o.reads)
 	}
 	return nil
 }

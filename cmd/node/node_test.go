@@ -243,3 +243,16 @@ func TestHTTPFaces(t *testing.T) {
 		}
 	}
 }
+
+// TestProbe: `rookery probe` is the container health check.
+func TestProbe(t *testing.T) {
+	p := devNode(t, t.TempDir())
+	if out, err := exec.Command(binary, "probe", "http://"+p.http+"/readyz").CombinedOutput(); err != nil {
+		t.Fatalf("probe of a ready node: %v %s", err, out)
+	}
+	err := exec.Command(binary, "probe", "http://"+p.http+"/nope").Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("probe of a 404: %v", err)
+	}
+}

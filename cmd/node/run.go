@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	ccfg, err := o.clusterConfig(respLn.Addr().String(), httpLn.Addr().String())
+	ccfg, err := o.clusterConfig(advertised(o.respAdvertise, respLn.Addr()), advertised(o.httpAdvertise, httpLn.Addr()))
 	if err != nil {
 		return err
 	}
@@ -145,7 +145,12 @@ func (o *options) transportConfig() (transport.Config, error) {
 	if itemSize == 0 || itemSize > 1<<30 || reqSize == 0 || reqSize > 1<<31 {
 		return transport.Config{}, errors.New("--max-item-size must be in (0, 1gb] and --max-request-size in (0, 2gb]")
 	}
+	reads := cluster.ReadLinearizable
+	if o.reads == "stale" {
+		reads = cluster.ReadStale
+	}
 	return transport.Config{
+		DefaultReadLevel:   reads,
 		MaxItemBytes:       int(itemSize),
 		MaxItemsPerCommand: o.maxItems,
 		MaxCapacity:        o.maxCapacity,
@@ -155,4 +160,23 @@ func (o *options) transportConfig() (transport.Config, error) {
 		RequestTimeout:     o.applyTimeout,
 		Pprof:              o.pprof,
 	}, nil
+}
+
+// advertised is the address others should use for a listener: the flag if set,
+// else the bound address with an unspecified host (0.0.0.0, ::) replaced by the
+// host name.
+func advertised(flag string, bound net.Addr) string {
+	if flag != "" {
+		return flag
+	}
+	host, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return bound.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil {
+			host = h
+		}
+	}
+	return net.JoinHostPort(host, port)
 }

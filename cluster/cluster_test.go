@@ -308,3 +308,71 @@ func TestConcurrentReadsSeePriorWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// With a gossip key, a node without the key (or with another) never becomes a
+// member, while one with the key joins.
+func TestGossipKeyKeepsStrangersOut(t *testing.T) {
+	key := []byte("0123456789abcdef")
+	tc := newTestCluster(t, 3, func(c *Config) { c.GossipKey = key })
+	tc.leader(10 * time.Second)
+	stranger := tc.add(nil)
+	impostor := tc.add(func(c *Config) { c.GossipKey = []byte("fedcba9876543210") })
+	friend := tc.add(func(c *Config) { c.GossipKey = key })
+	// The strangers never learn of a leader, so look for it among the others.
+	leader := func() *Node {
+		for _, i := range []int{0, 1, 2, friend} {
+			if n := tc.nodes[i]; n != nil && n.IsLeader() {
+				return n
+			}
+		}
+		return nil
+	}
+	eventually(t, 20*time.Second, "the node with the key to become a voter", func() bool {
+		l := leader()
+		return l != nil && l.voters() == 4
+	})
+	time.Sleep(2 * time.Second)
+	l := leader()
+	if l == nil {
+		t.Fatal("no leader")
+	}
+	for _, m := range l.members() {
+		for _, i := range []int{stranger, impostor} {
+			if m.ID == tc.cfgs[i].ID {
+				t.Fatalf("%s joined gossip without the key", m.ID)
+			}
+		}
+	}
+	if ready := tc.nodes[stranger].Ready() || tc.nodes[impostor].Ready(); ready {
+		t.Fatal("a node without the key became ready")
+	}
+	mustSubmit(t, tc.nodes[friend], bfAdd("k", "via-friend"))
+}
+
+// A five-node cluster survives losing two leaders in a row: three of five is a
+// majority, and every acknowledged write is on every survivor.
+func TestFiveNodesLoseTwoLeaders(t *testing.T) {
+	tc := newTestCluster(t, 5, nil)
+	var acked []string
+	for round := 0; round < 3; round++ {
+		li, l := tc.leader(10 * time.Second)
+		for i := 0; i < 50; i++ {
+			item := fmt.Sprintf("r%d-%d", round, i)
+			mustSubmit(t, l, bfAdd("k", item))
+			acked = append(acked, item)
+		}
+		if round < 2 {
+			tc.crash(li)
+		}
+	}
+	if live := tc.live(); len(live) != 3 {
+		t.Fatalf("%d nodes live, want 3", len(live))
+	}
+	for _, n := range tc.live() {
+		for _, item := range acked {
+			if !exists(t, n, "k", item) {
+				t.Fatalf("acknowledged %s missing on %s", item, n.ID())
+			}
+		}
+	}
+}

@@ -214,10 +214,12 @@ func (n *Node) admit(p *proposal) error {
 		}
 		need = b
 	case fsm.OpAdd:
-		if c.NoCreate {
-			return nil
-		}
 		if _, ok := n.fsm.KindOf(c.Key); ok {
+			// An existing filter may grow by a sub-filter.
+			need = n.fsm.GrowthBytes(c.Key, len(c.Items))
+			break
+		}
+		if c.NoCreate {
 			return nil
 		}
 		b, err := fsm.EstimateBytes(c.Spec)
@@ -237,9 +239,12 @@ func (n *Node) admit(p *proposal) error {
 	default:
 		return nil
 	}
+	if need == 0 {
+		return nil
+	}
 	used := n.fsm.MemoryBytes() + uint64(n.reserved.Load())
 	if used+need > n.cfg.MaxMemory {
-		return fmt.Errorf("%w: a filter of %d bytes would take the node past its limit of %d bytes (%d in use)",
+		return fmt.Errorf("%w: %d more bytes of filters would take the node past its limit of %d bytes (%d in use)",
 			ErrTooLarge, need, n.cfg.MaxMemory, used)
 	}
 	n.reserved.Add(int64(need))

@@ -397,3 +397,33 @@ func TestReadsDuringApply(t *testing.T) {
 		t.Fatal("a reader missed an item added before it started")
 	}
 }
+
+// TestGrowthBytes: the memory an add could add, for the leader's admission.
+func TestGrowthBytes(t *testing.T) {
+	h := newHarness(t)
+	h.ok(reserve(FamilyBF, "bf", bfSpec(100, 0.01, 4)))
+	next, err := EstimateBytes(bfSpec(400, 0.0025, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := h.f.GrowthBytes("bf", 100); g != 0 {
+		t.Errorf("100 items into room for 100: %d bytes", g)
+	}
+	if g := h.f.GrowthBytes("bf", 101); g == 0 || g > next {
+		t.Errorf("101 items into room for 100: %d bytes, want about %d", g, next)
+	}
+	h.ok(reserve(FamilyBF, "fixed", bfSpec(100, 0.01, 0)))
+	h.ok(reserve(FamilyCF, "cf", cfSpec(1000, 2, 2)))
+	if g := h.f.GrowthBytes("fixed", 1000); g != 0 {
+		t.Errorf("a non-scaling filter grows by %d", g)
+	}
+	if g := h.f.GrowthBytes("cf", 100); g != 0 {
+		t.Errorf("100 items into a cuckoo filter of 1000 slots: %d bytes", g)
+	}
+	if g := h.f.GrowthBytes("cf", 600); g == 0 {
+		t.Error("600 items into a cuckoo filter of 1000 slots cannot grow it")
+	}
+	if g := h.f.GrowthBytes("missing", 10); g != 0 {
+		t.Errorf("missing key: %d", g)
+	}
+}

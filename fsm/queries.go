@@ -183,3 +183,27 @@ func (f *FSM) List() []Info {
 	}
 	return out
 }
+
+// GrowthBytes is the memory that adding n items to key's filter could add to it:
+// the next sub-filter of a scalable Bloom whose newest sub-filter could fill up,
+// or of a cuckoo filter that could run out of room; 0 when the items surely fit
+// or the filter cannot grow. The leader uses it to refuse, before proposing, an
+// add that could take the node past its memory limit.
+func (f *FSM) GrowthBytes(key string, n int) uint64 {
+	var b uint64
+	_ = f.read(FamilyNone, key, func(flt filters.Filter) {
+		switch v := flt.(type) {
+		case *filters.Scalable:
+			if v.Count()+uint64(n) > v.Capacity() {
+				b = v.NextGrowthBytes()
+			}
+		case *filters.Cuckoo:
+			// Inserts start failing (and the filter growing) somewhere past half
+			// of the slots, depending on bucket size and evictions.
+			if 2*(v.Items()+uint64(n)) > v.Slots() {
+				b = v.NextGrowthBytes()
+			}
+		}
+	})
+	return b
+}

@@ -70,7 +70,7 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.gossipKey, "gossip-key", "", "base64 key (16, 24 or 32 bytes) encrypting gossip; members without it cannot join")
 	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 0, "wait for this many members, then bootstrap the cluster with them (1: a single node)")
 	fs.StringVar(&o.join, "join", "", "gossip addresses of existing members, host:port[,host:port]")
-	fs.StringVar(&o.maxMemory, "max-memory", "0", "cap on the memory all filters may take, e.g. 4gb (0: no cap)")
+	fs.StringVar(&o.maxMemory, "max-memory", "auto", "cap on the memory all filters may take, e.g. 4gb; auto: half of the machine's memory; 0: no cap")
 	fs.StringVar(&o.requirePass, "requirepass", "", "password RESP clients must give with AUTH or HELLO AUTH")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.dev, "dev", false, "a single node with its data in a temporary directory (implies --bootstrap-expect 1)")
@@ -154,7 +154,10 @@ func (o *options) check() error {
 	if _, err := o.gossipKeyBytes(); err != nil {
 		return err
 	}
-	for _, s := range []struct{ name, v string }{{"max-memory", o.maxMemory}, {"max-item-size", o.maxItemSize}, {"max-request-size", o.maxRequestSize}} {
+	if _, err := o.maxMemoryBytes(); err != nil {
+		return fmt.Errorf("--max-memory: %w", err)
+	}
+	for _, s := range []struct{ name, v string }{{"max-item-size", o.maxItemSize}, {"max-request-size", o.maxRequestSize}} {
 		if _, err := parseBytes(s.v); err != nil {
 			return fmt.Errorf("--%s: %w", s.name, err)
 		}
@@ -166,6 +169,19 @@ func (o *options) check() error {
 		return fmt.Errorf("--read-consistency must be linearizable or stale, got %q", o.reads)
 	}
 	return nil
+}
+
+// maxMemoryBytes is --max-memory in bytes; "auto" is half of the machine's
+// memory, so that a filter too large for the machine is refused rather than
+// taking every replica down with it.
+func (o *options) maxMemoryBytes() (uint64, error) {
+	if strings.EqualFold(strings.TrimSpace(o.maxMemory), "auto") {
+		if total := totalMemory(); total > 0 {
+			return total / 2, nil
+		}
+		return 4 << 30, nil
+	}
+	return parseBytes(o.maxMemory)
 }
 
 func (o *options) gossipKeyBytes() ([]byte, error) {

@@ -161,6 +161,24 @@ func TestFlagsFromEnvironment(t *testing.T) {
 	if n := c.Exists(bg(), "huge").Val(); n != 0 {
 		t.Fatal("a refused filter was created")
 	}
+	// Growth is admitted too: an insert that could make a cuckoo filter add a
+	// sub-filter 32 times its size is refused whole; one that surely fits is not.
+	if err := c.CFReserveWithArgs(bg(), "coupons", &redis.CFReserveOptions{Capacity: 100000, Expansion: 32}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	many := make([]any, 60000)
+	for i := range many {
+		many[i] = fmt.Sprint("c", i)
+	}
+	if err := c.CFInsert(bg(), "coupons", nil, many...).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
+		t.Fatalf("CF.INSERT that could grow past --max-memory: %v", err)
+	}
+	if info := c.CFInfo(bg(), "coupons").Val(); info.NumItemsInserted != 0 {
+		t.Fatalf("a refused insert added %d items", info.NumItemsInserted)
+	}
+	if err := c.CFInsert(bg(), "coupons", nil, many[:40000]...).Err(); err != nil {
+		t.Fatalf("CF.INSERT that fits: %v", err)
+	}
 }
 
 // TestBadFlagsFail: a bad flag value stops the binary with an error.

@@ -81,7 +81,8 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	go func() { errc <- resp.Serve(respLn) }()
 	go func() { errc <- web.Serve(httpLn) }()
 	logger.Info("listening", "id", ccfg.ID, "resp", respLn.Addr().String(), "http", httpLn.Addr().String(),
-		"raft", node.RaftAddr(), "gossip", node.GossipAddr(), "data_dir", o.dataDir, "version", version)
+		"raft", node.RaftAddr(), "gossip", node.GossipAddr(), "data_dir", o.dataDir, "max_memory", ccfg.MaxMemory,
+		"version", version)
 
 	var serveErr error
 	select {
@@ -109,7 +110,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 // clusterConfig builds the node's configuration; respAddr and httpAddr are the
 // bound client addresses other nodes advertise in ROLE and the node list.
 func (o *options) clusterConfig(respAddr, httpAddr string) (cluster.Config, error) {
-	maxMem, _ := parseBytes(o.maxMemory)
+	maxMem, _ := o.maxMemoryBytes()
 	key, err := o.gossipKeyBytes()
 	if err != nil {
 		return cluster.Config{}, err

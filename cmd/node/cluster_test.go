@@ -1,175 +1,67 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rookerydb/rookery/internal/nodeproc"
 )
 
 // Three (or more) rookery processes on 127.0.0.1 forming a cluster by gossip,
 // each on ports chosen once, so that a restarted node comes back at the same
 // addresses, as it would on a real host.
 
-type member struct {
-	*proc
-	id, dir string
-}
-
 type localCluster struct {
-	t     *testing.T
-	nodes []*member
+	*nodeproc.Cluster
+	t *testing.T
 }
 
-// freePort returns a port nothing listens on at the moment.
-func freePort(t *testing.T) int {
+// startCluster starts n nodes that bootstrap together and waits for them.
+func startCluster(t *testing.T, n int) *localCluster {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	c, err := nodeproc.StartCluster(binary, t.TempDir(), n, "--log-level", "debug")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Cleanup(c.Close)
+	return &localCluster{Cluster: c, t: t}
 }
 
-// nodeArgs are the flags of node id, joining the gossip addresses in join.
-func nodeArgs(t *testing.T, id, dir string, expect int, join []string) []string {
-	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
-	args := []string{"--id", id, "--data-dir", dir, "--log-level", "debug",
-		"--resp-addr", addr(), "--http-addr", addr(), "--raft-addr", addr(), "--gossip-addr", addr()}
-	if expect > 0 {
-		args = append(args, "--bootstrap-expect", fmt.Sprint(expect))
-	}
-	if len(join) > 0 {
-		args = append(args, "--join", strings.Join(join, ","))
-	}
-	return args
-}
-
-// startCluster starts n nodes that bootstrap together and waits for a leader.
-func startCluster(t *testing.T, n int) *localCluster {
-	t.Helper()
-	c := &localCluster{t: t}
-	var seed string
-	for i := 0; i < n; i++ {
-		id := fmt.Sprintf("n%d", i+1)
-		dir := filepath.Join(t.TempDir(), id)
-		var join []string
-		if seed != "" {
-			join = []string{seed}
-		}
-		p := startProc(t, nil, nodeArgs(t, id, dir, n, join)...)
-		if seed == "" {
-			seed = p.gossip
-		}
-		c.nodes = append(c.nodes, &member{proc: p, id: id, dir: dir})
-	}
-	for _, m := range c.nodes {
-		m.waitReady(20 * time.Second)
-	}
-	return c
-}
-
-// add starts one more node that joins the cluster through gossip.
-func (c *localCluster) add(id string) *member {
+func (c *localCluster) add(id string) *nodeproc.Member {
 	c.t.Helper()
-	dir := filepath.Join(c.t.TempDir(), id)
-	p := startProc(c.t, nil, nodeArgs(c.t, id, dir, 0, []string{c.nodes[0].gossip})...)
-	m := &member{proc: p, id: id, dir: dir}
-	c.nodes = append(c.nodes, m)
+	m, err := c.Add(id)
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	return m
 }
 
-// status is a node's /v1/status.
-type status struct {
-	ID         string `json:"id"`
-	Role       string `json:"role"`
-	LeaderID   string `json:"leader_id"`
-	LeaderRESP string `json:"leader_resp_addr"`
-	Applied    uint64 `json:"applied_index"`
-	Commit     uint64 `json:"commit_index"`
-}
-
-func getJSON(url string, v any) error {
-	resp, err := http.Get(url)
+func (c *localCluster) leader(within time.Duration) *nodeproc.Member {
+	c.t.Helper()
+	m, err := c.Leader(within)
 	if err != nil {
-		return err
+		c.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	return json.NewDecoder(resp.Body).Decode(v)
+	return m
 }
 
-func (m *member) status() (status, error) {
-	var st status
-	err := getJSON("http://"+m.http+"/v1/status", &st)
-	return st, err
-}
-
-func (m *member) alive() bool {
-	select {
-	case <-m.exited:
-		return false
-	default:
-		return m.cmd != nil
-	}
-}
-
-// leader waits until the running nodes agree on a leader and returns it.
-func (c *localCluster) leader(within time.Duration) *member {
+func (c *localCluster) followers() []*nodeproc.Member {
 	c.t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		for _, m := range c.nodes {
-			if !m.alive() {
-				continue
-			}
-			if st, err := m.status(); err == nil && st.Role == "leader" {
-				return m
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
+	f, err := c.Followers(10 * time.Second)
+	if err != nil {
+		c.t.Fatal(err)
 	}
-	c.t.Fatalf("no leader within %v", within)
-	return nil
+	return f
 }
 
-func (c *localCluster) followers() []*member {
-	c.t.Helper()
-	l := c.leader(10 * time.Second)
-	var out []*member
-	for _, m := range c.nodes {
-		if m != l && m.alive() {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// voters reads the voter ids of the configuration from a node's /v1/nodes.
-func (m *member) voters() ([]string, error) {
-	var nodes []struct {
-		ID    string `json:"id"`
-		Voter bool   `json:"voter"`
-	}
-	if err := getJSON("http://"+m.http+"/v1/nodes", &nodes); err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, n := range nodes {
-		if n.Voter {
-			out = append(out, n.ID)
-		}
-	}
-	return out, nil
-}
+// proc wraps a member for the test's helpers.
+func (c *localCluster) proc(m *nodeproc.Member) *proc { return &proc{Proc: m.Proc, t: c.t} }
 
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -188,20 +80,20 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 func TestClusterReadsOnFollowers(t *testing.T) {
 	c := startCluster(t, 3)
 	f := c.followers()
-	a, b := f[0].client(2), f[1].client(3)
+	a, b := client(t, f[0].RESP, 2), client(t, f[1].RESP, 3)
 	for i := 0; i < 200; i++ {
 		item := fmt.Sprint("user-", i)
 		// The answer may be 0 for a false positive; what must hold is that the
 		// write is applied and visible everywhere at once.
 		if err := a.BFAdd(bg(), "users", item).Err(); err != nil {
-			t.Fatalf("BF.ADD via follower %s: %v", f[0].id, err)
+			t.Fatalf("BF.ADD via follower %s: %v", f[0].ID, err)
 		}
 		if ok, err := b.BFExists(bg(), "users", item).Result(); err != nil || !ok {
 			t.Fatalf("BF.EXISTS %s on the other follower right after the add: %v %v", item, ok, err)
 		}
 	}
 	// Cuckoo deletes through a follower, seen on the leader.
-	l := c.leader(5 * time.Second).client(2)
+	l := client(t, c.leader(5*time.Second).RESP, 2)
 	if err := a.CFAdd(bg(), "coupons", "C1").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -234,14 +126,14 @@ func TestClusterLeaderKill(t *testing.T) {
 	acked := map[string]bool{}
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
-	for _, m := range c.nodes {
+	for _, m := range c.Nodes {
 		if m == old {
 			continue
 		}
 		wg.Add(1)
-		go func(m *member) {
+		go func(m *nodeproc.Member) {
 			defer wg.Done()
-			cl := redis.NewClient(&redis.Options{Addr: m.resp, MaxRetries: -1, ReadTimeout: 15 * time.Second})
+			cl := redis.NewClient(&redis.Options{Addr: m.RESP, MaxRetries: -1, ReadTimeout: 15 * time.Second})
 			defer cl.Close()
 			for i := 0; ; i++ {
 				select {
@@ -249,7 +141,7 @@ func TestClusterLeaderKill(t *testing.T) {
 					return
 				default:
 				}
-				item := fmt.Sprintf("%s-%d", m.id, i)
+				item := fmt.Sprintf("%s-%d", m.ID, i)
 				if err := cl.BFAdd(bg(), "acked", item).Err(); err == nil {
 					mu.Lock()
 					acked[item] = true
@@ -261,12 +153,12 @@ func TestClusterLeaderKill(t *testing.T) {
 		}(m)
 	}
 	time.Sleep(500 * time.Millisecond)
-	old.kill()
+	old.Kill()
 	killed := time.Now()
 
 	// A fresh write through a survivor succeeds once a new leader is in place.
 	survivor := c.followers()[0]
-	probe := redis.NewClient(&redis.Options{Addr: survivor.resp, MaxRetries: -1})
+	probe := redis.NewClient(&redis.Options{Addr: survivor.RESP, MaxRetries: -1})
 	defer probe.Close()
 	var recovered time.Duration
 	for i := 0; ; i++ {
@@ -287,24 +179,24 @@ func TestClusterLeaderKill(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	check := func(m *member) {
+	check := func(m *nodeproc.Member) {
 		t.Helper()
-		cl := m.client(2)
+		cl := client(t, m.RESP, 2)
 		mu.Lock()
 		defer mu.Unlock()
 		for item := range acked {
 			if ok, err := cl.BFExists(bg(), "acked", item).Result(); err != nil || !ok {
-				t.Fatalf("acknowledged %s missing on %s: %v %v", item, m.id, ok, err)
+				t.Fatalf("acknowledged %s missing on %s: %v %v", item, m.ID, ok, err)
 			}
 		}
 	}
-	for _, m := range c.nodes {
-		if m.alive() {
+	for _, m := range c.Nodes {
+		if m.Alive() {
 			check(m)
 		}
 	}
-	old.restart()
-	old.waitReady(20 * time.Second)
+	c.proc(old).restart()
+	c.proc(old).waitReady(20 * time.Second)
 	check(old)
 	t.Logf("%d acknowledged writes present on all three nodes", len(acked))
 }
@@ -315,25 +207,25 @@ func TestClusterLeaderKill(t *testing.T) {
 func TestClusterMembership(t *testing.T) {
 	c := startCluster(t, 3)
 	n4 := c.add("n4")
-	n4.waitReady(20 * time.Second)
+	c.proc(n4).waitReady(20 * time.Second)
 	eventually(t, 20*time.Second, "n4 to become a voter", func() bool {
-		v, err := c.leader(5 * time.Second).voters()
+		v, err := c.leader(5 * time.Second).Voters()
 		return err == nil && len(v) == 4
 	})
-	if err := n4.client(2).BFAdd(bg(), "k", "via-n4").Err(); err != nil {
+	if err := client(t, n4.RESP, 2).BFAdd(bg(), "k", "via-n4").Err(); err != nil {
 		t.Fatal(err)
 	}
 
 	// SIGTERM of a follower: the cluster keeps serving, the node stays a voter.
-	f := c.followers()[0]
+	f := c.proc(c.followers()[0])
 	if err := f.stop(syscall.SIGTERM, 15*time.Second); err != nil {
 		t.Fatalf("SIGTERM exit: %v", err)
 	}
 	l := c.leader(10 * time.Second)
-	if err := l.client(2).BFAdd(bg(), "k", "while-down").Err(); err != nil {
+	if err := client(t, l.RESP, 2).BFAdd(bg(), "k", "while-down").Err(); err != nil {
 		t.Fatalf("write with a follower down: %v", err)
 	}
-	if v, _ := l.voters(); len(v) != 4 {
+	if v, _ := l.Voters(); len(v) != 4 {
 		t.Fatalf("a SIGTERM'd follower left the configuration: voters %v", v)
 	}
 	f.restart()
@@ -346,7 +238,7 @@ func TestClusterMembership(t *testing.T) {
 
 	// An explicit leave removes the node before it exits.
 	leaving := c.followers()[0]
-	resp, err := http.Post("http://"+leaving.http+"/v1/leave", "", nil)
+	resp, err := http.Post("http://"+leaving.HTTP+"/v1/leave", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,15 +247,15 @@ func TestClusterMembership(t *testing.T) {
 		t.Fatalf("POST /v1/leave: %s", resp.Status)
 	}
 	select {
-	case <-leaving.exited:
+	case <-leaving.Exited():
 	case <-time.After(15 * time.Second):
 		t.Fatal("the node did not exit after leaving")
 	}
 	eventually(t, 10*time.Second, "the configuration to shrink to 3", func() bool {
-		v, err := c.leader(5 * time.Second).voters()
+		v, err := c.leader(5 * time.Second).Voters()
 		return err == nil && len(v) == 3
 	})
-	if err := c.leader(5*time.Second).client(2).BFAdd(bg(), "k", "after-leave").Err(); err != nil {
+	if err := client(t, c.leader(5*time.Second).RESP, 2).BFAdd(bg(), "k", "after-leave").Err(); err != nil {
 		t.Fatalf("write after a leave: %v", err)
 	}
 }

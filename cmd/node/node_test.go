@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rookerydb/rookery/internal/nodeproc"
 )
 
 // TestQuickstart is the README's session: BF.ADD / BF.EXISTS and a cuckoo
@@ -41,7 +43,7 @@ func TestQuickstart(t *testing.T) {
 	if err != nil {
 		t.Fatal("redis-cli is needed (Debian's redis-tools; .ci/run installs it)")
 	}
-	host, port, _ := strings.Cut(p.resp, ":")
+	host, port, _ := strings.Cut(p.RESP, ":")
 	for _, step := range []struct{ args, want string }{
 		{"BF.ADD users alice", "1"}, {"BF.EXISTS users alice", "1"},
 		{"CF.ADD coupons C1", "1"}, {"CF.DEL coupons C1", "1"}, {"CF.EXISTS coupons C1", "0"},
@@ -93,7 +95,7 @@ func TestKill9KeepsAcknowledgedWrites(t *testing.T) {
 		}(w)
 	}
 	time.Sleep(1500 * time.Millisecond)
-	p.kill()
+	p.Kill()
 	close(stop)
 	wg.Wait()
 	if len(acked) < 50 {
@@ -101,7 +103,7 @@ func TestKill9KeepsAcknowledgedWrites(t *testing.T) {
 	}
 	p.restart()
 	p.waitReady(15 * time.Second)
-	if strings.Contains(p.logs(), "bootstrapping cluster") {
+	if strings.Contains(p.Logs(), "bootstrapping cluster") {
 		t.Error("the restarted node bootstrapped again")
 	}
 	c = p.client(3)
@@ -129,7 +131,7 @@ func TestSIGTERMIsClean(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := p.stop(syscall.SIGTERM, 15*time.Second); err != nil {
-		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.logs())
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.Logs())
 	}
 	p.restart()
 	p.waitReady(15 * time.Second)
@@ -141,13 +143,13 @@ func TestSIGTERMIsClean(t *testing.T) {
 // TestFlagsFromEnvironment: ROOKERY_<FLAG> sets a flag; a password set that way
 // is required.
 func TestFlagsFromEnvironment(t *testing.T) {
-	args := append([]string{"--id", "n1", "--data-dir", t.TempDir(), "--bootstrap-expect", "1"}, freeAddrs()...)
+	args := append([]string{"--id", "n1", "--data-dir", t.TempDir(), "--bootstrap-expect", "1"}, nodeproc.EphemeralAddrs()...)
 	p := startProc(t, []string{"ROOKERY_REQUIREPASS=s3cret", "ROOKERY_MAX_MEMORY=1mb"}, args...)
 	p.waitReady(10 * time.Second)
 	if err := p.client(2).Ping(bg()).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
 		t.Fatalf("PING without a password: %v", err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: p.resp, Password: "s3cret", MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: p.RESP, Password: "s3cret", MaxRetries: -1})
 	defer c.Close()
 	if err := c.BFAdd(bg(), "k", "v").Err(); err != nil {
 		t.Fatal(err)
@@ -208,7 +210,7 @@ func TestHTTPFaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + p.http + path)
+		resp, err := http.Get("http://" + p.HTTP + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,10 +267,10 @@ func TestHTTPFaces(t *testing.T) {
 // TestProbe: `rookery probe` is the container health check.
 func TestProbe(t *testing.T) {
 	p := devNode(t, t.TempDir())
-	if out, err := exec.Command(binary, "probe", "http://"+p.http+"/readyz").CombinedOutput(); err != nil {
+	if out, err := exec.Command(binary, "probe", "http://"+p.HTTP+"/readyz").CombinedOutput(); err != nil {
 		t.Fatalf("probe of a ready node: %v %s", err, out)
 	}
-	err := exec.Command(binary, "probe", "http://"+p.http+"/nope").Run()
+	err := exec.Command(binary, "probe", "http://"+p.HTTP+"/nope").Run()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("probe of a 404: %v", err)

@@ -1,0 +1,337 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rookerydb/rookery/client"
+	"github.com/rookerydb/rookery/internal/nodeproc"
+)
+
+// These tests run the real rookery binary and talk to it only through the
+// client, as an application would.
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rookery-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary, err = nodeproc.Build(dir, false)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var bg = context.Background()
+
+func singleNode(t *testing.T, extra ...string) *nodeproc.Proc {
+	t.Helper()
+	args := append([]string{"--id", "n1", "--data-dir", t.TempDir(), "--bootstrap-expect", "1"}, nodeproc.EphemeralAddrs()...)
+	p, err := nodeproc.Start(binary, nil, append(args, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill)
+	if err := p.WaitReady(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func newClient(t *testing.T, addrs ...string) *client.Client {
+	t.Helper()
+	c, err := client.New(bg, client.Options{Addrs: addrs, RetryBackoff: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// result holds a call's two results, so that got(c.X(...)).must(t) reads well.
+type result[V any] struct {
+	v   V
+	err error
+}
+
+func got[V any](v V, err error) result[V] { return result[V]{v, err} }
+
+func (r result[V]) must(t *testing.T) V {
+	t.Helper()
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.v
+}
+
+// TestCommands: every method against one node, with RedisBloom's semantics and
+// the package's errors.
+func TestCommands(t *testing.T) {
+	p := singleNode(t)
+	c := newClient(t, p.RESP)
+
+	if err := c.BFReserve(bg, "users", 0.001, 1000, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.BFReserve(bg, "users", 0.001, 1000, nil); !errors.Is(err, client.ErrExists) {
+		t.Fatalf("second BF.RESERVE: %v", err)
+	}
+	if !got(c.BFAdd(bg, "users", "alice")).must(t) || got(c.BFAdd(bg, "users", "alice")).must(t) {
+		t.Fatal("BF.ADD new then old")
+	}
+	if res := got(c.BFMAdd(bg, "users", "bob", "alice")).must(t); len(res) != 2 || !res[0] || res[1] {
+		t.Fatalf("BF.MADD %v", res)
+	}
+	if !got(c.BFExists(bg, "users", "bob")).must(t) || got(c.BFExists(bg, "nobody", "bob")).must(t) {
+		t.Fatal("BF.EXISTS")
+	}
+	if res := got(c.BFMExists(bg, "users", "alice", "zed")).must(t); len(res) != 2 || !res[0] {
+		t.Fatalf("BF.MEXISTS %v", res)
+	}
+	if n := got(c.BFCard(bg, "users")).must(t); n != 2 {
+		t.Fatalf("BF.CARD %d", n)
+	}
+	// A full non-scaling filter stops BF.MADD part way.
+	if err := c.BFReserve(bg, "tiny", 0.0001, 2, &client.BFReserveOptions{NonScaling: true}); err != nil {
+		t.Fatal(err)
+	}
+	added, err := c.BFMAdd(bg, "tiny", "a", "b", "c", "d")
+	if !errors.Is(err, client.ErrFull) || len(added) != 2 {
+		t.Fatalf("BF.MADD on a full non-scaling filter: %v %v", added, err)
+	}
+
+	if err := c.CFReserve(bg, "coupons", 1000, &client.CFReserveOptions{BucketSize: 4, Expansion: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := c.CFAdd(bg, "coupons", "C1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := got(c.CFCount(bg, "coupons", "C1")).must(t); n != 2 {
+		t.Fatalf("CF.COUNT after two adds: %d", n)
+	}
+	if got(c.CFAddNX(bg, "coupons", "C1")).must(t) || !got(c.CFAddNX(bg, "coupons", "C2")).must(t) {
+		t.Fatal("CF.ADDNX")
+	}
+	if res := got(c.CFInsert(bg, "coupons", "C3", "C4")).must(t); len(res) != 2 || !res[0] || !res[1] {
+		t.Fatalf("CF.INSERT %v", res)
+	}
+	if !got(c.CFDel(bg, "coupons", "C2")).must(t) || got(c.CFDel(bg, "coupons", "C2")).must(t) {
+		t.Fatal("CF.DEL found then not")
+	}
+	if _, err := c.CFDel(bg, "nothing", "C2"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("CF.DEL on a missing filter: %v", err)
+	}
+	if res := got(c.CFMExists(bg, "coupons", "C1", "C2", "C3")).must(t); !res[0] || res[1] || !res[2] {
+		t.Fatalf("CF.MEXISTS %v", res)
+	}
+	if _, err := c.BFAdd(bg, "coupons", "x"); !errors.Is(err, client.ErrWrongType) {
+		t.Fatalf("BF.ADD on a cuckoo filter: %v", err)
+	}
+
+	if err := c.CBFReserve(bg, "counts", 0.01, 1000, &client.CBFReserveOptions{CounterBits: 8, Layout: "dleft"}); err != nil {
+		t.Fatal(err)
+	}
+	got(c.CBFAdd(bg, "counts", "x")).must(t)
+	got(c.CBFAdd(bg, "counts", "x")).must(t)
+	if n := got(c.CBFCount(bg, "counts", "x")).must(t); n != 2 {
+		t.Fatalf("CBF.COUNT %d", n)
+	}
+	if !got(c.CBFDel(bg, "counts", "x")).must(t) || !got(c.CBFExists(bg, "counts", "x")).must(t) {
+		t.Fatal("CBF.DEL of one of two occurrences")
+	}
+
+	if !got(c.Exists(bg, "counts")).must(t) {
+		t.Fatal("EXISTS")
+	}
+	if n := got(c.Del(bg, "counts", "users", "nothing")).must(t); n != 2 {
+		t.Fatalf("DEL counted %d", n)
+	}
+	// Stale reads serve from the node's own state.
+	if !got(c.CFExists(client.WithReadLevel(bg, client.ReadStale), "coupons", "C1")).must(t) {
+		t.Fatal("stale CF.EXISTS")
+	}
+}
+
+// dropProxy forwards TCP to a node; when armed, it swallows the next reply it
+// sees and closes that connection, as a network failure after the request was
+// sent would: the client cannot know whether the write happened.
+type dropProxy struct {
+	ln       net.Listener
+	upstream string
+	armed    atomic.Bool
+	dropped  atomic.Int32
+	wg       sync.WaitGroup
+}
+
+func startProxy(t *testing.T, upstream string, ln net.Listener) *dropProxy {
+	p := &dropProxy{ln: ln, upstream: upstream}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *dropProxy) serve(c net.Conn) {
+	defer c.Close()
+	u, err := net.Dial("tcp", p.upstream)
+	if err != nil {
+		return
+	}
+	defer u.Close()
+	go func() { io.Copy(u, c); u.Close() }()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := u.Read(buf)
+		if n > 0 {
+			if p.armed.CompareAndSwap(true, false) {
+				p.dropped.Add(1)
+				return // the reply is lost with the connection
+			}
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// TestExactlyOnceAcrossLostReplies: a write whose reply is lost is retried and
+// applied once: a retried CF.ADD stores one copy, a retried CF.DEL deletes one.
+func TestExactlyOnceAcrossLostReplies(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The node advertises the proxy, so the client sends everything through it.
+	p := singleNode(t, "--resp-advertise", ln.Addr().String())
+	proxy := startProxy(t, p.RESP, ln)
+	c := newClient(t, ln.Addr().String())
+
+	proxy.armed.Store(true)
+	if err := c.CFAdd(bg, "coupons", "C-1234"); err != nil {
+		t.Fatalf("CF.ADD across a lost reply: %v", err)
+	}
+	proxy.armed.Store(true)
+	if err := c.CFAdd(bg, "coupons", "C-1234"); err != nil {
+		t.Fatalf("second CF.ADD across a lost reply: %v", err)
+	}
+	if n := got(c.CFCount(bg, "coupons", "C-1234")).must(t); n != 2 {
+		t.Fatalf("two adds, each retried once, stored %d copies", n)
+	}
+	proxy.armed.Store(true)
+	if ok, err := c.CFDel(bg, "coupons", "C-1234"); err != nil || !ok {
+		t.Fatalf("CF.DEL across a lost reply: %v %v", ok, err)
+	}
+	if n := got(c.CFCount(bg, "coupons", "C-1234")).must(t); n != 1 {
+		t.Fatalf("one delete, retried, left %d copies, want 1", n)
+	}
+	if d := proxy.dropped.Load(); d != 3 {
+		t.Fatalf("the proxy lost %d replies, want 3", d)
+	}
+}
+
+// TestFailover: writes through the client keep succeeding while the leader is
+// killed, each lands exactly once, and every acknowledged one is readable on
+// every node.
+func TestFailover(t *testing.T) {
+	cl, err := nodeproc.StartCluster(binary, t.TempDir(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	c := newClient(t, cl.RESPAddrs()...)
+	if err := c.CFReserve(bg, "coupons", 100000, &client.CFReserveOptions{BucketSize: 4}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var acked []string
+	var failed atomic.Int32
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				item := fmt.Sprintf("w%d-%d", w, i)
+				if err := c.CFAdd(bg, "coupons", item); err != nil {
+					t.Errorf("CF.ADD %s during failover: %v", item, err)
+					failed.Add(1)
+					return
+				}
+				mu.Lock()
+				acked = append(acked, item)
+				mu.Unlock()
+			}
+		}(w)
+	}
+	time.Sleep(500 * time.Millisecond)
+	l, err := cl.Leader(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Kill()
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.FailNow()
+	}
+	for _, m := range cl.Nodes {
+		if !m.Alive() {
+			continue
+		}
+		// Straight to this node, not through the client's rotation.
+		r := redis.NewClient(&redis.Options{Addr: m.RESP, MaxRetries: -1})
+		defer r.Close()
+		info, err := r.CFInfo(bg, "coupons").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumItemsInserted != int64(len(acked)) {
+			t.Fatalf("%s holds %d items, %d were acknowledged: a write landed twice or was lost",
+				m.ID, info.NumItemsInserted, len(acked))
+		}
+		for _, item := range acked {
+			if ok, err := r.CFExists(bg, "coupons", item).Result(); err != nil || !ok {
+				t.Fatalf("acknowledged %s missing on %s: %v", item, m.ID, err)
+			}
+		}
+	}
+	t.Logf("%d writes acknowledged across the failover, each stored once", len(acked))
+}

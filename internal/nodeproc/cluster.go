@@ -1,0 +1,118 @@
+package nodeproc
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// Member is one node of a Cluster.
+type Member struct {
+	*Proc
+	ID, Dir string
+}
+
+// Cluster is a set of rookery processes that found each other by gossip.
+type Cluster struct {
+	bin   string
+	dir   string
+	extra []string
+	Nodes []*Member
+}
+
+// StartCluster starts n nodes with their data under dir, all with extra flags,
+// that bootstrap together, and waits until every one is ready.
+func StartCluster(bin, dir string, n int, extra ...string) (*Cluster, error) {
+	c := &Cluster{bin: bin, dir: dir, extra: extra}
+	var seed []string
+	for i := 0; i < n; i++ {
+		m, err := c.start(fmt.Sprintf("n%d", i+1), n, seed)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		if seed == nil {
+			seed = []string{m.Gossip}
+		}
+	}
+	for _, m := range c.Nodes {
+		if err := m.WaitReady(30 * time.Second); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *Cluster) start(id string, expect int, join []string) (*Member, error) {
+	dir := filepath.Join(c.dir, id)
+	args, err := NodeArgs(id, dir, expect, join)
+	if err != nil {
+		return nil, err
+	}
+	p, err := Start(c.bin, nil, append(args, c.extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	m := &Member{Proc: p, ID: id, Dir: dir}
+	c.Nodes = append(c.Nodes, m)
+	return m, nil
+}
+
+// Add starts one more node, joining through the first node's gossip address.
+func (c *Cluster) Add(id string) (*Member, error) {
+	return c.start(id, 0, []string{c.Nodes[0].Gossip})
+}
+
+// Leader waits until a running node says it leads, and returns it.
+func (c *Cluster) Leader(within time.Duration) (*Member, error) {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for _, m := range c.Nodes {
+			if !m.Alive() {
+				continue
+			}
+			if st, err := m.Status(); err == nil && st.Role == "leader" {
+				return m, nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("no leader within %v", within)
+}
+
+// Followers returns the running nodes other than the leader.
+func (c *Cluster) Followers(within time.Duration) ([]*Member, error) {
+	l, err := c.Leader(within)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Member
+	for _, m := range c.Nodes {
+		if m != l && m.Alive() {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no running followers")
+	}
+	return out, nil
+}
+
+// RESPAddrs lists the RESP addresses of every node.
+func (c *Cluster) RESPAddrs() []string {
+	var out []string
+	for _, m := range c.Nodes {
+		out = append(out, m.RESP)
+	}
+	return out
+}
+
+// Close kills every node.
+func (c *Cluster) Close() {
+	for _, m := range c.Nodes {
+		m.Resume()
+		m.Kill()
+	}
+}

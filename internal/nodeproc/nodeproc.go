@@ -1,0 +1,282 @@
+// Package nodeproc builds the rookery binary and runs it as real processes on
+// 127.0.0.1: single nodes and clusters, killed, stopped and restarted at will.
+// The integration tests, the client's tests and jepsen-lite drive the server
+// through it, never through its packages.
+package nodeproc
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Build compiles the rookery binary into dir (with the race detector if race)
+// and returns its path.
+func Build(dir string, race bool) (string, error) {
+	bin := filepath.Join(dir, "rookery")
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "github.com/rookerydb/rookery/cmd/node")...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build rookery: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Proc is one running rookery process.
+type Proc struct {
+	bin  string
+	args []string
+	env  []string
+
+	// Bound addresses, as the process reported them.
+	RESP, HTTP, Raft, Gossip string
+
+	cmd     *exec.Cmd
+	mu      sync.Mutex
+	log     strings.Builder
+	exited  chan struct{}
+	exitErr error
+}
+
+var listening = regexp.MustCompile(`msg=listening .*resp=(\S+) http=(\S+) raft=(\S+) gossip=(\S+)`)
+
+// Start runs bin with args (env entries added to the environment) and waits
+// until it reports the addresses it listens on.
+func Start(bin string, env []string, args ...string) (*Proc, error) {
+	p := &Proc{bin: bin, args: args, env: env}
+	return p, p.start()
+}
+
+func (p *Proc) start() error {
+	p.cmd = exec.Command(p.bin, p.args...)
+	p.cmd.Env = append(os.Environ(), p.env...)
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	p.exited = make(chan struct{})
+	if err := p.cmd.Start(); err != nil {
+		return err
+	}
+	found := make(chan []string, 1)
+	exited := p.exited
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.log.WriteString(line + "\n")
+			p.mu.Unlock()
+			if m := listening.FindStringSubmatch(line); m != nil {
+				select {
+				case found <- m[1:]:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+		err := p.cmd.Wait()
+		p.mu.Lock()
+		p.exitErr = err
+		p.mu.Unlock()
+		close(exited)
+	}()
+	select {
+	case m := <-found:
+		p.RESP, p.HTTP, p.Raft, p.Gossip = m[0], m[1], m[2], m[3]
+		return nil
+	case <-exited:
+		return fmt.Errorf("rookery exited before listening: %v\n%s", p.ExitErr(), p.Logs())
+	case <-time.After(30 * time.Second):
+		p.Kill()
+		return fmt.Errorf("rookery did not report its addresses\n%s", p.Logs())
+	}
+}
+
+// Logs returns what the process has written to stderr since it last started.
+func (p *Proc) Logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// ExitErr is the process's exit status once it has exited.
+func (p *Proc) ExitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitErr
+}
+
+// Exited is closed when the process exits.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Alive reports whether the process is running.
+func (p *Proc) Alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return p.cmd != nil
+	}
+}
+
+// Restart starts the process again with the same arguments and environment.
+func (p *Proc) Restart() error {
+	p.mu.Lock()
+	p.log.Reset()
+	p.mu.Unlock()
+	return p.start()
+}
+
+// Kill stops the process with SIGKILL, as a crash would, and waits for it.
+func (p *Proc) Kill() {
+	if !p.Alive() {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// Stop sends sig and waits up to within for the process to exit; it returns
+// the exit status.
+func (p *Proc) Stop(sig syscall.Signal, within time.Duration) error {
+	if !p.Alive() {
+		return p.ExitErr()
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+		return p.ExitErr()
+	case <-time.After(within):
+		return fmt.Errorf("rookery did not exit within %v of %v", within, sig)
+	}
+}
+
+// Pause stops the process with SIGSTOP (a long GC pause, a frozen VM); Resume
+// continues it.
+func (p *Proc) Pause() error  { return p.cmd.Process.Signal(syscall.SIGSTOP) }
+func (p *Proc) Resume() error { return p.cmd.Process.Signal(syscall.SIGCONT) }
+
+// WaitReady polls /readyz until it answers 200.
+func (p *Proc) WaitReady(within time.Duration) error {
+	deadline := time.Now().Add(within)
+	var last error
+	for {
+		resp, err := http.Get("http://" + p.HTTP + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = errors.New(resp.Status)
+		}
+		last = err
+		if time.Now().After(deadline) || !p.Alive() {
+			return fmt.Errorf("%s not ready within %v (last: %v)", p.RESP, within, last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Status is a node's /v1/status.
+type Status struct {
+	ID         string `json:"id"`
+	Role       string `json:"role"`
+	LeaderID   string `json:"leader_id"`
+	LeaderRESP string `json:"leader_resp_addr"`
+	Term       uint64 `json:"term"`
+	Commit     uint64 `json:"commit_index"`
+	Applied    uint64 `json:"applied_index"`
+}
+
+// Status reads the node's /v1/status.
+func (p *Proc) Status() (Status, error) {
+	var st Status
+	err := getJSON("http://"+p.HTTP+"/v1/status", &st)
+	return st, err
+}
+
+// Voters lists the voter ids of the configuration as the node sees it.
+func (p *Proc) Voters() ([]string, error) {
+	var nodes []struct {
+		ID    string `json:"id"`
+		Voter bool   `json:"voter"`
+	}
+	if err := getJSON("http://"+p.HTTP+"/v1/nodes", &nodes); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range nodes {
+		if n.Voter {
+			out = append(out, n.ID)
+		}
+	}
+	return out, nil
+}
+
+func getJSON(url string, v any) error {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// FreePort returns a TCP port of 127.0.0.1 that nothing listens on now.
+func FreePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// EphemeralAddrs are the flags that make a node bind ports the kernel picks;
+// such a node comes back at other ports when restarted.
+func EphemeralAddrs() []string {
+	return []string{"--resp-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+		"--raft-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0"}
+}
+
+// NodeArgs are the flags of a cluster node id with its data in dir, on ports
+// chosen now and kept across restarts; expect > 0 adds --bootstrap-expect,
+// join adds --join.
+func NodeArgs(id, dir string, expect int, join []string) ([]string, error) {
+	args := []string{"--id", id, "--data-dir", dir}
+	// Hold every port until all are chosen, so the four differ.
+	for _, f := range []string{"--resp-addr", "--http-addr", "--raft-addr", "--gossip-addr"} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		args = append(args, f, ln.Addr().String())
+	}
+	if expect > 0 {
+		args = append(args, "--bootstrap-expect", fmt.Sprint(expect))
+	}
+	if len(join) > 0 {
+		args = append(args, "--join", strings.Join(join, ","))
+	}
+	return args, nil
+}

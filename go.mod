@@ -3,6 +3,7 @@ module github.com/rookerydb/rookery
 go 1.26
 
 require (
+	github.com/anishathalye/porcupine v1.0.0
 	github.com/hashicorp/go-hclog v1.6.2
 	github.com/hashicorp/memberlist v0.5.4
 	github.com/hashicorp/raft v1.7.3

@@ -57,7 +57,8 @@ type Proc struct {
 var listening = regexp.MustCompile(`msg=listening .*resp=(\S+) http=(\S+) raft=(\S+) gossip=(\S+)`)
 
 // Start runs bin with args (env entries added to the environment) and waits
-// until it reports the addresses it listens on.
+// until it reports the addresses it listens on, which it logs at level info: a
+// --log-level above info hides them.
 func Start(bin string, env []string, args ...string) (*Proc, error) {
 	p := &Proc{bin: bin, args: args, env: env}
 	return p, p.start()

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"syscall"
+	"time"
+
+	"github.com/rookerydb/rookery/internal/nodeproc"
+)
+
+// Faults the nemesis knows.
+const (
+	faultKill  = "kill"  // SIGKILL a node, restart it on its data
+	faultPause = "pause" // SIGSTOP a node (a long GC pause, a frozen VM), then SIGCONT
+	faultTerm  = "term"  // SIGTERM a node (a clean restart), restart it
+)
+
+// nemesis injects one fault at a time into the cluster until ctx ends, half of
+// them into the leader, and heals each before the next. It logs what it did.
+type nemesis struct {
+	cluster  *nodeproc.Cluster
+	faults   []string
+	interval time.Duration // between faults
+	hold     time.Duration // how long a fault lasts
+	rng      *rand.Rand
+	log      func(format string, args ...any)
+	injected int
+}
+
+func (n *nemesis) run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(n.interval):
+		}
+		victim := n.pick()
+		fault := n.faults[n.rng.IntN(len(n.faults))]
+		if err := n.inject(fault, victim); err != nil {
+			return err
+		}
+		n.injected++
+	}
+}
+
+// pick chooses the leader half of the time, else any node.
+func (n *nemesis) pick() *nodeproc.Member {
+	if n.rng.IntN(2) == 0 {
+		if l, err := n.cluster.Leader(2 * time.Second); err == nil {
+			return l
+		}
+	}
+	return n.cluster.Nodes[n.rng.IntN(len(n.cluster.Nodes))]
+}
+
+func (n *nemesis) inject(fault string, m *nodeproc.Member) error {
+	n.log("nemesis: %s %s", fault, m.ID)
+	switch fault {
+	case faultKill:
+		m.Kill()
+		time.Sleep(n.hold)
+		return n.restart(m)
+	case faultTerm:
+		if err := m.Stop(syscall.SIGTERM, 20*time.Second); err != nil {
+			n.log("nemesis: %s after SIGTERM: %v", m.ID, err)
+		}
+		time.Sleep(n.hold)
+		return n.restart(m)
+	case faultPause:
+		if err := m.Pause(); err != nil {
+			return err
+		}
+		time.Sleep(n.hold)
+		if err := m.Resume(); err != nil {
+			return err
+		}
+		n.log("nemesis: resumed %s", m.ID)
+		return nil
+	}
+	return fmt.Errorf("unknown fault %q", fault)
+}
+
+func (n *nemesis) restart(m *nodeproc.Member) error {
+	if m.Alive() {
+		m.Kill()
+	}
+	if err := m.Restart(); err != nil {
+		return fmt.Errorf("restart %s: %w", m.ID, err)
+	}
+	n.log("nemesis: restarted %s", m.ID)
+	return nil
+}

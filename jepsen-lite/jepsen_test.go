@@ -90,7 +90,7 @@ func TestRunWithFaults(t *testing.T) {
 		}
 	}
 	rep, err := Run(Config{Binary: bin, Dir: dir, Nodes: 3, Workers: 8, Duration: d,
-		Faults: []string{faultKill, faultPause, faultTerm}, Interval: 1500 * time.Millisecond,
+		Faults: []string{faultKill, faultPause, faultTerm, faultPartition}, Interval: 1500 * time.Millisecond,
 		Hold: 1500 * time.Millisecond, OpTimeout: 10 * time.Second, Seed: 42, Log: t.Logf})
 	if err != nil {
 		t.Fatal(err)

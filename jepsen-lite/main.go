@@ -2,13 +2,15 @@
 // write, applies every write once, and answers reads linearizably, while its
 // nodes are killed, paused and restarted.
 //
-//	go run ./jepsen-lite -duration 60s -faults kill,pause,term
+//	go run ./jepsen-lite -duration 60s -faults kill,pause,term,partition
 //
 // It builds the rookery binary (or takes -bin), starts a cluster of real
 // processes on 127.0.0.1, and runs concurrent workers through the Go client:
 // each adds fresh items to a Bloom and a cuckoo filter, reads them back, and
 // deletes every other one from the cuckoo filter. A nemesis injects one fault
-// at a time. Afterwards every node is healed and the run is checked:
+// at a time: kill -9 and restart, SIGSTOP and SIGCONT, SIGTERM and restart, or
+// a partition that cuts a node's Raft links with all the others while it keeps
+// serving clients (the nodes then run with --fault-injection). Afterwards every node is healed and the run is checked:
 //
 //   - the history of each item is linearizable (porcupine) against a model of a
 //     filter that may answer "present" falsely but never "absent" falsely, with
@@ -34,7 +36,7 @@ import (
 func main() {
 	var cfg Config
 	bin := flag.String("bin", "", "rookery binary to run (default: build it)")
-	faults := flag.String("faults", "kill,pause,term", "faults to inject: kill, pause, term, or none")
+	faults := flag.String("faults", "kill,pause,term,partition", "faults to inject: kill, pause, term, partition, or none")
 	flag.IntVar(&cfg.Nodes, "nodes", 3, "cluster size")
 	flag.IntVar(&cfg.Workers, "workers", 8, "concurrent clients")
 	flag.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the workload runs")
@@ -48,7 +50,7 @@ func main() {
 	if *faults != "none" {
 		cfg.Faults = strings.Split(*faults, ",")
 		for _, f := range cfg.Faults {
-			if f != faultKill && f != faultPause && f != faultTerm {
+			if f != faultKill && f != faultPause && f != faultTerm && f != faultPartition {
 				log.Fatalf("unknown fault %q", f)
 			}
 		}

@@ -15,6 +15,10 @@ const (
 	faultKill  = "kill"  // SIGKILL a node, restart it on its data
 	faultPause = "pause" // SIGSTOP a node (a long GC pause, a frozen VM), then SIGCONT
 	faultTerm  = "term"  // SIGTERM a node (a clean restart), restart it
+	// faultPartition cuts a node's Raft links with every other node, both ways,
+	// while it keeps running and serving clients; the nodes must run with
+	// --fault-injection.
+	faultPartition = "partition"
 )
 
 // nemesis injects one fault at a time into the cluster until ctx ends, half of
@@ -68,6 +72,26 @@ func (n *nemesis) inject(fault string, m *nodeproc.Member) error {
 		}
 		time.Sleep(n.hold)
 		return n.restart(m)
+	case faultPartition:
+		for _, o := range n.cluster.Nodes {
+			if o == m {
+				continue
+			}
+			if err := m.Cut(o.Raft); err != nil {
+				return err
+			}
+			if err := o.Cut(m.Raft); err != nil {
+				return err
+			}
+		}
+		time.Sleep(n.hold)
+		for _, o := range n.cluster.Nodes {
+			if err := o.Heal(); err != nil {
+				return err
+			}
+		}
+		n.log("nemesis: healed %s", m.ID)
+		return nil
 	case faultPause:
 		if err := m.Pause(); err != nil {
 			return err

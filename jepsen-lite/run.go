@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,7 +56,11 @@ func (r *Report) fail(format string, args ...any) {
 // Run starts a cluster, runs the workload with the nemesis, heals the cluster,
 // and checks the history and the final state.
 func Run(cfg Config) (*Report, error) {
-	cl, err := nodeproc.StartCluster(cfg.Binary, cfg.Dir, cfg.Nodes, cfg.NodeFlags...)
+	flags := cfg.NodeFlags
+	if slices.Contains(cfg.Faults, faultPartition) {
+		flags = append(flags, "--fault-injection")
+	}
+	cl, err := nodeproc.StartCluster(cfg.Binary, cfg.Dir, cfg.Nodes, flags...)
 	if err != nil {
 		return nil, err
 	}

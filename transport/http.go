@@ -53,6 +53,9 @@ func NewHTTP(cfg Config, be Backend) *HTTPServer {
 		newMetrics(cfg.Registry, be) // the node gauges, even with no RESP server
 		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
 	}
+	for pattern, handler := range cfg.Routes {
+		mux.Handle(pattern, handler)
+	}
 	if cfg.Pprof {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)

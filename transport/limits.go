@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,6 +50,9 @@ type Config struct {
 	// DefaultReadLevel is the read consistency a new connection starts with;
 	// READONLY and READWRITE change it per connection.
 	DefaultReadLevel cluster.ReadLevel
+	// Routes are further HTTP routes ("POST /debug/x" patterns of net/http's
+	// ServeMux) that the binary wires in, such as fault injection for tests.
+	Routes map[string]http.Handler
 	// Pprof serves Go's profiles under /debug/pprof/ on the HTTP server.
 	Pprof bool
 	// Logger is the base logger; records carry component=transport.

@@ -259,3 +259,60 @@ func TestClusterMembership(t *testing.T) {
 		t.Fatalf("write after a leave: %v", err)
 	}
 }
+
+// TestClusterPartitionedLeader: a leader cut off from the others (while it keeps
+// running and taking clients) acknowledges no write and serves no linearizable
+// read; the majority elects a new leader and serves; healed, the old leader
+// catches up.
+func TestClusterPartitionedLeader(t *testing.T) {
+	cl, err := nodeproc.StartCluster(binary, t.TempDir(), 3, "--fault-injection", "--log-level", "debug")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	c := &localCluster{Cluster: cl, t: t}
+	old := c.leader(10 * time.Second)
+	for _, o := range cl.Nodes {
+		if o != old {
+			if err := old.Cut(o.Raft); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Cut(old.Raft); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	oc := redis.NewClient(&redis.Options{Addr: old.RESP, MaxRetries: -1, ReadTimeout: 20 * time.Second})
+	defer oc.Close()
+	err = oc.BFAdd(bg(), "k", "on-the-minority-side").Err()
+	if err == nil {
+		t.Fatal("a leader cut off from its followers acknowledged a write")
+	}
+	t.Logf("write to the isolated leader: %v", err)
+	if err := oc.BFExists(bg(), "k", "x").Err(); err == nil {
+		t.Fatal("an isolated leader served a linearizable read")
+	}
+
+	var nl *nodeproc.Member
+	eventually(t, 10*time.Second, "a new leader on the majority side", func() bool {
+		for _, m := range cl.Nodes {
+			if st, err := m.Status(); m != old && err == nil && st.Role == "leader" {
+				nl = m
+				return true
+			}
+		}
+		return false
+	})
+	if err := client(t, nl.RESP, 2).BFAdd(bg(), "k", "on-the-majority-side").Err(); err != nil {
+		t.Fatalf("write to the new leader: %v", err)
+	}
+	for _, m := range cl.Nodes {
+		if err := m.Heal(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "the old leader to catch up", func() bool {
+		ok, err := oc.BFExists(bg(), "k", "on-the-majority-side").Result()
+		return err == nil && ok
+	})
+}

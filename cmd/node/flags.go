@@ -52,6 +52,7 @@ type options struct {
 	maxRequestSize string
 	pprof          bool
 	reads          string
+	faults         bool
 }
 
 func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
@@ -89,6 +90,7 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.maxClients, "max-clients", 10000, "most RESP client connections at once")
 	fs.StringVar(&o.maxRequestSize, "max-request-size", "512mb", "largest RESP request")
 	fs.StringVar(&o.reads, "read-consistency", "linearizable", "how new RESP connections read until they send READONLY or READWRITE: linearizable or stale")
+	fs.BoolVar(&o.faults, "fault-injection", false, "for fault-injection tests only: serve POST /debug/faults/cut?peer=RAFTADDR and /debug/faults/heal, which break and restore this node's Raft links (needs an explicit --raft-addr or --raft-advertise)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
 	return fs
 }

@@ -64,6 +64,16 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		return err
 	}
 	ccfg.Logger, ccfg.Registry = logger, reg
+	var faults *cluster.Faults
+	self := o.raftAdvertise // this node's end of every Raft link
+	if self == "" {
+		self = o.raftAddr
+	}
+	if o.faults {
+		faults = cluster.NewFaults()
+		ccfg.Dial = faults.Dial(func() string { return self })
+		logger.Warn("fault injection enabled: /debug/faults can cut this node's links")
+	}
 	node, err := cluster.New(ccfg)
 	if err != nil {
 		return err
@@ -75,6 +85,9 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		return err
 	}
 	tcfg.Logger, tcfg.Registry, tcfg.Version = logger, reg, version
+	if faults != nil {
+		tcfg.Routes = faultRoutes(faults, self)
+	}
 	resp := transport.New(tcfg, node)
 	web := transport.NewHTTP(tcfg, node)
 	errc := make(chan error, 2)

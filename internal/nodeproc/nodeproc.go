@@ -281,3 +281,25 @@ func NodeArgs(id, dir string, expect int, join []string) ([]string, error) {
 	}
 	return args, nil
 }
+
+// Cut breaks this node's Raft links with the node whose Raft address is peer;
+// the node must run with --fault-injection. Cut both ends for a partition.
+func (p *Proc) Cut(peer string) error {
+	return p.post("/debug/faults/cut?peer=" + peer)
+}
+
+// Heal restores every Raft link of this node.
+func (p *Proc) Heal() error { return p.post("/debug/faults/heal") }
+
+func (p *Proc) post(path string) error {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Post("http://"+p.HTTP+path, "", nil)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: %s", path, resp.Status)
+	}
+	return nil
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"syscall"
 	"testing"
@@ -20,19 +19,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rookery-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary, err = nodeproc.Build(dir, os.Getenv("ROOKERY_TEST_NORACE") == "")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(nodeproc.RunTests(m, os.Getenv("ROOKERY_TEST_NORACE") == "", &binary))
 }
 
 // proc is a process the test stops when it ends.

@@ -303,3 +303,20 @@ func (p *Proc) post(path string) error {
 	}
 	return nil
 }
+
+// RunTests is a TestMain body: it builds the binary into a temporary directory
+// (with the race detector if race), sets *bin, runs the tests and removes the
+// directory. It returns the exit code for os.Exit.
+func RunTests(m interface{ Run() int }, race bool, bin *string) int {
+	dir, err := os.MkdirTemp("", "rookery-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if *bin, err = Build(dir, race); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}

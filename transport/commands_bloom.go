@@ -78,16 +78,7 @@ func parseBFReserve(s *Server, args [][]byte) (op, error) {
 	if len(args) > 7 {
 		return op{}, arityError(args[0])
 	}
-	if err := s.cfg.checkKey(args[1]); err != nil {
-		return op{}, err
-	}
-	rate, err := errorRate(args[2], redisError("ERR bad error rate"),
-		redisError("ERR error rate must be in the range (0.000000, 1.000000)"))
-	if err != nil {
-		return op{}, err
-	}
-	capacity, err := intIn(args[3], 1, s.maxCap(), redisError("ERR bad capacity"),
-		redisError(fmt.Sprintf("ERR capacity must be in the range [1, %d]", s.maxCap())))
+	rate, capacity, err := s.reserveArgs(args)
 	if err != nil {
 		return op{}, err
 	}
@@ -114,6 +105,22 @@ func parseBFReserve(s *Server, args [][]byte) (op, error) {
 	cmd := &fsm.Command{Op: fsm.OpReserve, Family: fsm.FamilyBF, Key: string(args[1]),
 		Spec: bfSpec(rate, uint64(capacity), uint32(expansion), nonScaling)}
 	return writeOp(cmd, renderOK), nil
+}
+
+// reserveArgs checks the key, error rate and capacity of BF.RESERVE and
+// CBF.RESERVE (key error_rate capacity ...), in RedisBloom's order and words.
+func (s *Server) reserveArgs(args [][]byte) (float64, int64, error) {
+	if err := s.cfg.checkKey(args[1]); err != nil {
+		return 0, 0, err
+	}
+	rate, err := errorRate(args[2], redisError("ERR bad error rate"),
+		redisError("ERR error rate must be in the range (0.000000, 1.000000)"))
+	if err != nil {
+		return 0, 0, err
+	}
+	capacity, err := intIn(args[3], 1, s.maxCap(), redisError("ERR bad capacity"),
+		redisError(fmt.Sprintf("ERR capacity must be in the range [1, %d]", s.maxCap())))
+	return rate, capacity, err
 }
 
 // parseBFAdd: BF.ADD key item / BF.MADD key item... (auto-create with defaults).

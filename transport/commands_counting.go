@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"fmt"
 
 	"github.com/rookerydb/rookery/filters"
 	"github.com/rookerydb/rookery/fsm"
@@ -33,16 +32,7 @@ func cbfSpec(kind filters.Kind, rate float64, capacity uint64, counterBits uint8
 // [LAYOUT standard|dleft]. Rate and capacity are checked as BF.RESERVE checks
 // them; being our own command, unknown words are a syntax error.
 func parseCBFReserve(s *Server, args [][]byte) (op, error) {
-	if err := s.cfg.checkKey(args[1]); err != nil {
-		return op{}, err
-	}
-	rate, err := errorRate(args[2], redisError("ERR bad error rate"),
-		redisError("ERR error rate must be in the range (0.000000, 1.000000)"))
-	if err != nil {
-		return op{}, err
-	}
-	capacity, err := intIn(args[3], 1, s.maxCap(), redisError("ERR bad capacity"),
-		redisError(fmt.Sprintf("ERR capacity must be in the range [1, %d]", s.maxCap())))
+	rate, capacity, err := s.reserveArgs(args)
 	if err != nil {
 		return op{}, err
 	}

@@ -1,7 +1,6 @@
 package transport
 
 import (
-
 	"github.com/rookerydb/rookery/filters"
 	"github.com/rookerydb/rookery/fsm"
 )

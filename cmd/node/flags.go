@@ -43,6 +43,7 @@ type options struct {
 	commitTimeout      time.Duration
 	snapshotThreshold  uint64
 	snapshotInterval   time.Duration
+	trailingLogs       uint64
 	applyTimeout       time.Duration
 
 	maxItemSize    string
@@ -83,6 +84,7 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.commitTimeout, "commit-timeout", 5*time.Millisecond, "Raft commit timeout")
 	fs.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", 16384, "log entries between snapshots")
 	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", 30*time.Second, "how often to check whether to snapshot")
+	fs.Uint64Var(&o.trailingLogs, "trailing-logs", 10240, "log entries kept after a snapshot, so a lagging follower catches up without a snapshot install")
 	fs.DurationVar(&o.applyTimeout, "apply-timeout", 10*time.Second, "how long a write may wait for the log")
 	fs.StringVar(&o.maxItemSize, "max-item-size", "64kb", "largest item a command may carry")
 	fs.IntVar(&o.maxItems, "max-items", 100000, "most items one command may carry")

@@ -149,6 +149,7 @@ func (o *options) clusterConfig(respAddr, httpAddr string) (cluster.Config, erro
 		CommitTimeout:      o.commitTimeout,
 		SnapshotThreshold:  o.snapshotThreshold,
 		SnapshotInterval:   o.snapshotInterval,
+		TrailingLogs:       o.trailingLogs,
 		ApplyTimeout:       o.applyTimeout,
 	}, nil
 }

@@ -1,7 +1,7 @@
 # Rookery's everyday targets. `make test` is the command README.md gives and CI runs.
 GO ?= go
 
-.PHONY: test build run fuzz bench cluster-up cluster-down
+.PHONY: test build run fuzz bench jepsen cluster-up cluster-down
 
 # docker compose (the plugin) or docker-compose (Debian's package), whichever exists.
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
@@ -19,6 +19,14 @@ run:
 # Short fuzzing pass over every decoder and parser (corpora live in testdata/fuzz).
 fuzz:
 	./scripts/fuzz.sh 30s
+
+# redis-benchmark against a node, a three-node cluster and a durable redis-server.
+bench:
+	bash bench/redis-bench.sh
+
+# A minute of kills, pauses, restarts and partitions under load, then the checks.
+jepsen:
+	$(GO) run ./jepsen-lite -duration 60s
 
 # A three-node cluster in containers (docker-compose.yml), from a binary built here.
 cluster-up: build

@@ -316,3 +316,38 @@ func TestClusterPartitionedLeader(t *testing.T) {
 		return err == nil && ok
 	})
 }
+
+// TestClusterLeaderSIGTERM: a leader stopped with SIGTERM hands leadership over
+// first, so writes go on with hardly a pause; restarted, it rejoins as a
+// follower with every write.
+func TestClusterLeaderSIGTERM(t *testing.T) {
+	c := startCluster(t, 3)
+	old := c.leader(10 * time.Second)
+	if err := client(t, old.RESP, 2).BFAdd(bg(), "k", "before").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.proc(old).stop(syscall.SIGTERM, 15*time.Second); err != nil {
+		t.Fatalf("SIGTERM exit: %v", err)
+	}
+	nl := c.leader(5 * time.Second)
+	if nl == old {
+		t.Fatal("the stopped node still leads")
+	}
+	if err := client(t, nl.RESP, 2).BFAdd(bg(), "k", "after").Err(); err != nil {
+		t.Fatalf("write after the leader's SIGTERM: %v", err)
+	}
+	if v, _ := nl.Voters(); len(v) != 3 {
+		t.Fatalf("the stopped leader left the configuration: voters %v", v)
+	}
+	c.proc(old).restart()
+	c.proc(old).waitReady(20 * time.Second)
+	oc := client(t, old.RESP, 2)
+	for _, item := range []string{"before", "after"} {
+		if !oc.BFExists(bg(), "k", item).Val() {
+			t.Fatalf("restarted former leader lacks %s", item)
+		}
+	}
+	if st, err := old.Status(); err != nil || st.Role != "follower" {
+		t.Fatalf("restarted former leader: %+v %v", st, err)
+	}
+}

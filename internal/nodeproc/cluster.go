@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -47,13 +48,21 @@ func StartCluster(bin, dir string, n int, extra ...string) (*Cluster, error) {
 
 func (c *Cluster) start(id string, expect int, join []string) (*Member, error) {
 	dir := filepath.Join(c.dir, id)
-	args, err := NodeArgs(id, dir, expect, join)
-	if err != nil {
-		return nil, err
-	}
-	p, err := Start(c.bin, nil, append(args, c.extra...)...)
-	if err != nil {
-		return nil, err
+	var p *Proc
+	for attempt := 0; ; attempt++ {
+		args, err := NodeArgs(id, dir, expect, join)
+		if err != nil {
+			return nil, err
+		}
+		p, err = Start(c.bin, nil, append(args, c.extra...)...)
+		if err == nil {
+			break
+		}
+		// Another process may take a port between NodeArgs choosing it and the
+		// node binding it; choose again.
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return nil, err
+		}
 	}
 	m := &Member{Proc: p, ID: id, Dir: dir}
 	c.Nodes = append(c.Nodes, m)

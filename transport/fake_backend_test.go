@@ -2,7 +2,6 @@ package transport
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -220,4 +219,3 @@ func count(events []string, e string) int {
 	return n
 }
 
-var _ = fmt.Sprint

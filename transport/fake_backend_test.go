@@ -218,4 +218,3 @@ func count(events []string, e string) int {
 	}
 	return n
 }
-

@@ -78,7 +78,13 @@ type Client struct {
 // whose connections said READONLY.
 type node struct {
 	lin, stale *redis.Client
+	// downUntil (Unix ns) keeps a node that just failed a request out of the
+	// read rotation for a moment.
+	downUntil atomic.Int64
 }
+
+// downFor is how long a node that failed a read is left out of the rotation.
+const downFor = time.Second
 
 // New returns a client of the cluster that opts.Addrs reach. It asks them for
 // the cluster's members and leader; it fails only if none answers.
@@ -214,17 +220,35 @@ func (c *Client) leaderNode(ctx context.Context) (*node, error) {
 	return c.node(l), nil
 }
 
+func (c *Client) nodeCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.order)
+}
+
 func (c *Client) forgetLeader() {
 	c.mu.Lock()
 	c.leader = ""
 	c.mu.Unlock()
 }
 
-// readNode returns the next node of the read rotation.
+// readNode returns the next node of the read rotation that has not failed
+// lately, or the next one at all if every node has.
 func (c *Client) readNode() *node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.nodes[c.order[int(c.rr.Add(1)%uint64(len(c.order)))]]
+	now := time.Now().UnixNano()
+	var first *node
+	for range c.order {
+		n := c.nodes[c.order[int(c.rr.Add(1)%uint64(len(c.order)))]]
+		if first == nil {
+			first = n
+		}
+		if n.downUntil.Load() <= now {
+			return n
+		}
+	}
+	return first
 }
 
 // backoff sleeps before retry attempt (1, 2, ...), or returns ctx's error.
@@ -298,9 +322,12 @@ func (c *Client) read(ctx context.Context, args ...any) (any, error) {
 		level = l
 	}
 	var last error
+	failed := 0 // failures in a row since the last pause
 	for attempt := 0; attempt <= c.opts.Retries; attempt++ {
-		if attempt > 0 {
-			if err := c.backoff(ctx, attempt); err != nil {
+		// Another node is tried at once; only when each has failed in turn is
+		// there a pause.
+		if failed > 0 && failed%c.nodeCount() == 0 {
+			if err := c.backoff(ctx, failed/c.nodeCount()); err != nil {
 				last = err
 				break
 			}
@@ -315,6 +342,8 @@ func (c *Client) read(ctx context.Context, args ...any) (any, error) {
 			return v, serverErr(err)
 		}
 		last = err
+		failed++
+		n.downUntil.Store(time.Now().Add(downFor).UnixNano())
 		if ctx.Err() != nil {
 			break
 		}

@@ -126,24 +126,47 @@ func familyOf(k filters.Kind) Family {
 	return FamilyNone
 }
 
+// kinds says, per kind, how a Spec builds a filter and what it would take:
+// one place for both, so admission and creation never disagree.
+var kinds = map[filters.Kind]struct {
+	build func(s Spec) (filters.Filter, error)
+	bytes func(s Spec) (uint64, error)
+}{
+	filters.KindBloom: {
+		func(s Spec) (filters.Filter, error) { return filters.NewBloom(s.Capacity, s.ErrorRate) },
+		func(s Spec) (uint64, error) { return filters.BloomBytes(s.Capacity, s.ErrorRate) },
+	},
+	filters.KindScalable: {
+		func(s Spec) (filters.Filter, error) {
+			return filters.NewScalable(s.Capacity, s.ErrorRate, s.Expansion, s.NonScaling)
+		},
+		func(s Spec) (uint64, error) {
+			return filters.ScalableBytes(s.Capacity, s.ErrorRate, s.Expansion, s.NonScaling)
+		},
+	},
+	filters.KindCounting: {
+		func(s Spec) (filters.Filter, error) {
+			return filters.NewCounting(s.Capacity, s.ErrorRate, s.CounterBits)
+		},
+		func(s Spec) (uint64, error) { return filters.CountingBytes(s.Capacity, s.ErrorRate, s.CounterBits) },
+	},
+	filters.KindDLeft: {
+		func(s Spec) (filters.Filter, error) { return filters.NewDLeft(s.Capacity, s.ErrorRate, s.CounterBits) },
+		func(s Spec) (uint64, error) { return filters.DLeftBytes(s.Capacity, s.ErrorRate, s.CounterBits) },
+	},
+	filters.KindCuckoo: {
+		func(s Spec) (filters.Filter, error) { return filters.NewCuckoo(cuckooConfig(s)) },
+		func(s Spec) (uint64, error) { return filters.CuckooBytes(cuckooConfig(s)) },
+	},
+}
+
 // newFilter builds an empty filter from s.
 func newFilter(s Spec) (filters.Filter, error) {
-	var f filters.Filter
-	var err error
-	switch s.Kind {
-	case filters.KindBloom:
-		f, err = filters.NewBloom(s.Capacity, s.ErrorRate)
-	case filters.KindScalable:
-		f, err = filters.NewScalable(s.Capacity, s.ErrorRate, s.Expansion, s.NonScaling)
-	case filters.KindCounting:
-		f, err = filters.NewCounting(s.Capacity, s.ErrorRate, s.CounterBits)
-	case filters.KindDLeft:
-		f, err = filters.NewDLeft(s.Capacity, s.ErrorRate, s.CounterBits)
-	case filters.KindCuckoo:
-		f, err = filters.NewCuckoo(cuckooConfig(s))
-	default:
+	k, ok := kinds[s.Kind]
+	if !ok {
 		return nil, ErrBadSpec
 	}
+	f, err := k.build(s)
 	if err != nil {
 		return nil, ErrBadSpec
 	}
@@ -159,22 +182,11 @@ func cuckooConfig(s Spec) filters.CuckooConfig {
 // EstimateBytes reports the memory a filter made from s would take when created,
 // without creating it. It returns ErrBadSpec for parameters the filter refuses.
 func EstimateBytes(s Spec) (uint64, error) {
-	var n uint64
-	var err error
-	switch s.Kind {
-	case filters.KindBloom:
-		n, err = filters.BloomBytes(s.Capacity, s.ErrorRate)
-	case filters.KindScalable:
-		n, err = filters.ScalableBytes(s.Capacity, s.ErrorRate, s.Expansion, s.NonScaling)
-	case filters.KindCounting:
-		n, err = filters.CountingBytes(s.Capacity, s.ErrorRate, s.CounterBits)
-	case filters.KindDLeft:
-		n, err = filters.DLeftBytes(s.Capacity, s.ErrorRate, s.CounterBits)
-	case filters.KindCuckoo:
-		n, err = filters.CuckooBytes(cuckooConfig(s))
-	default:
+	k, ok := kinds[s.Kind]
+	if !ok {
 		return 0, ErrBadSpec
 	}
+	n, err := k.bytes(s)
 	if err != nil {
 		return 0, ErrBadSpec
 	}

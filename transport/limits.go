@@ -19,6 +19,16 @@ const (
 	DefaultMaxClients         = 10000
 	DefaultMaxRequestBytes    = 64 << 20
 	DefaultRequestTimeout     = 10 * time.Second
+	DefaultAuthTimeout        = 10 * time.Second
+	DefaultMaxRequestBuffer   = 1 << 30
+)
+
+// Limits on a connection that has not authenticated yet, as Redis has enforced
+// them since CVE-2021-32675: a stranger may announce at most this many
+// arguments of at most this many bytes each, and is refused from the header.
+const (
+	PreAuthMaxArgs      = 10
+	PreAuthMaxBulkBytes = 16 << 10
 )
 
 // Config configures the RESP and HTTP servers. Zero fields take the defaults above.
@@ -35,8 +45,23 @@ type Config struct {
 	// MaxRequestBytes bounds one request as it arrives on the wire; a bigger one is
 	// a protocol error and closes the connection.
 	MaxRequestBytes int
-	// RequirePass, when set, makes every connection AUTH (or HELLO ... AUTH) first.
+	// MaxRequestBuffer bounds the bytes all connections together may hold for
+	// requests being read and executed; a request that would take more is
+	// refused and its connection closed.
+	MaxRequestBuffer int64
+	// RequirePass, when set, makes every connection AUTH (or HELLO ... AUTH) first,
+	// and every HTTP endpoint but /healthz and /readyz ask for it as a bearer token
+	// (or basic auth password).
 	RequirePass string
+	// AuthTimeout closes a connection that has not authenticated this long after
+	// it was accepted (only when RequirePass is set). Negative: never.
+	AuthTimeout time.Duration
+	// ClientCerts says the listeners require client certificates signed by the
+	// cluster CA (--tls-client-auth): over HTTP a verified client certificate is
+	// a credential, like the password.
+	ClientCerts bool
+	// MetricsPublic serves /metrics without credentials.
+	MetricsPublic bool
 	// RequestTimeout bounds how long a command waits for its write to be
 	// applied. Read barriers are bounded by the Backend.
 	RequestTimeout time.Duration
@@ -78,6 +103,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.AuthTimeout == 0 {
+		c.AuthTimeout = DefaultAuthTimeout
+	}
+	if c.MaxRequestBuffer <= 0 {
+		c.MaxRequestBuffer = DefaultMaxRequestBuffer
 	}
 	if c.Version == "" {
 		c.Version = "0.1.0"

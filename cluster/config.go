@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +32,10 @@ type Config struct {
 	GossipAdvertise string
 	// GossipKey encrypts gossip (16, 24 or 32 bytes); nil means plain text.
 	GossipKey []byte
+	// PeerTLS, when set, carries Raft and every node-to-node request over mutual
+	// TLS: a connection to the Raft port must complete a handshake with a
+	// certificate the cluster CA signed before a byte of it is read.
+	PeerTLS *PeerTLS
 	// RESPAddr and HTTPAddr are advertised to other nodes (ROLE, the node list).
 	RESPAddr string
 	HTTPAddr string
@@ -71,6 +76,13 @@ type Config struct {
 	Dial     DialFunc             // nil: net.Dialer
 }
 
+// PeerTLS is the two sides of mutual TLS between nodes. Server must require and
+// verify client certificates; Client must present one. Both may read material
+// that is reloaded (certs.Source), since they are consulted per handshake.
+type PeerTLS struct {
+	Server, Client *tls.Config
+}
+
 // Default values for the Config fields left zero.
 const (
 	DefaultHeartbeatTimeout   = 400 * time.Millisecond
@@ -98,6 +110,9 @@ func (c *Config) withDefaults() (Config, error) {
 	case 0, 16, 24, 32:
 	default:
 		return cfg, fmt.Errorf("cluster: gossip key must be 16, 24 or 32 bytes, got %d", len(cfg.GossipKey))
+	}
+	if cfg.PeerTLS != nil && (cfg.PeerTLS.Server == nil || cfg.PeerTLS.Client == nil) {
+		return cfg, errors.New("cluster: peer TLS needs both a server and a client configuration")
 	}
 	if cfg.BootstrapExpect < 0 {
 		return cfg, errors.New("cluster: bootstrap-expect must not be negative")

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -64,9 +65,18 @@ func (e events) NotifyUpdate(m *memberlist.Node) { e.n.noteMember(m, false) }
 // noteMember records a member's metadata and state, and wakes reconciliation.
 // memberlist does not fill in Node.State for callbacks: a join or update means
 // alive, a leave means dead, or left if the member announced it was leaving.
+//
+// A member speaks only for itself: metadata whose id is not the gossip name of
+// the member that carries it is ignored, so one member cannot overwrite
+// another's entry (its Raft address above all).
 func (n *Node) noteMember(m *memberlist.Node, gone bool) {
 	var md meta
 	if json.Unmarshal(m.Meta, &md) != nil || md.ID == "" {
+		return
+	}
+	if md.ID != m.Name {
+		n.warnEvery("meta:"+m.Name, "ignoring gossip metadata that names another member",
+			"gossip_name", m.Name, "claimed_id", md.ID, "from", m.Address())
 		return
 	}
 	state := memberlist.StateAlive
@@ -219,6 +229,41 @@ func (n *Node) membershipLoop() {
 			return
 		}
 	}
+}
+
+// warnEvery logs a warning at most once a minute per key: reconciliation runs
+// every second and would otherwise repeat itself.
+func (n *Node) warnEvery(key, msg string, args ...any) {
+	n.warnMu.Lock()
+	last, ok := n.warned[key]
+	now := time.Now()
+	if ok && now.Sub(last) < time.Minute {
+		n.warnMu.Unlock()
+		return
+	}
+	n.warned[key] = now
+	n.warnMu.Unlock()
+	n.log.Warn(msg, args...)
+}
+
+// errWrongIdentity reports a Raft address that answers as another node.
+var errWrongIdentity = errors.New("the node at that address has another id")
+
+// verifyIdentity checks that the node answering at raftAddr is id: gossip alone
+// never makes a voter or moves a member's Raft address. With peer TLS the
+// answer comes over mutual TLS, so only a holder of a certificate from the
+// cluster CA can give it.
+func (n *Node) verifyIdentity(id, raftAddr string) (peerStatus, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	ps, err := n.peerStatusOf(ctx, raftAddr)
+	if err != nil {
+		return ps, err
+	}
+	if ps.ID != id {
+		return ps, fmt.Errorf("%w: %s answers as %q, not %q", errWrongIdentity, raftAddr, ps.ID, id)
+	}
+	return ps, nil
 }
 
 // peerStatusOf asks a member about its Raft state.

@@ -20,6 +20,7 @@ type metrics struct {
 	snapshotSeconds  prometheus.Histogram
 	snapshotBytes    prometheus.Gauge
 	snapshotFailures prometheus.Counter
+	peerRefused      prometheus.Counter
 }
 
 func newMetrics(n *Node, reg *prometheus.Registry) *metrics {
@@ -55,6 +56,10 @@ func newMetrics(n *Node, reg *prometheus.Registry) *metrics {
 			Name: "rookery_snapshot_failures_total",
 			Help: "Snapshots that failed to persist.",
 		}),
+		peerRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rookery_peer_connections_refused_total",
+			Help: "Connections to the Raft port dropped before a byte of Raft was read: no or a bad TLS handshake, or an unknown stream.",
+		}),
 	}
 	if reg == nil {
 		return m
@@ -63,7 +68,7 @@ func newMetrics(n *Node, reg *prometheus.Registry) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.applySeconds, m.batchCommands, m.applyErrors, m.readRounds,
-		m.snapshotSeconds, m.snapshotBytes, m.snapshotFailures,
+		m.snapshotSeconds, m.snapshotBytes, m.snapshotFailures, m.peerRefused,
 		gauge("rookery_raft_commit_index", "The Raft commit index this node knows.", func() float64 {
 			if n.raft == nil {
 				return 0

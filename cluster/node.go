@@ -59,6 +59,9 @@ type Node struct {
 	deadMu    sync.Mutex
 	deadSince map[string]time.Time
 
+	warnMu sync.Mutex
+	warned map[string]time.Time // warnEvery's last line per key
+
 	metrics *metrics
 
 	left     chan struct{} // closed once the node has left the cluster for good
@@ -88,6 +91,7 @@ func New(c Config) (*Node, error) {
 		peers:     make(map[string]*rpcClient),
 		memTable:  make(map[string]member),
 		deadSince: make(map[string]time.Time),
+		warned:    make(map[string]time.Time),
 		left:      make(chan struct{}),
 		stop:      make(chan struct{}),
 	}
@@ -165,7 +169,7 @@ func (n *Node) startRaft() error {
 	// address is still reached at its name.
 	advAddr := hostAddr(adv)
 	n.raftAdvertise = adv
-	n.mux = newMux(ln, advAddr, cfg.Dial, n.serveRPC)
+	n.mux = newMux(ln, advAddr, cfg.Dial, cfg.PeerTLS, n.serveRPC, n.log, n.metrics.peerRefused)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  raftLayer{n.mux},
 		MaxPool: 4,

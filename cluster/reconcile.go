@@ -38,9 +38,7 @@ func (n *Node) maybeBootstrap() {
 	var servers []raft.Server
 	for _, m := range alive {
 		if m.ID != n.cfg.ID {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			ps, err := n.peerStatusOf(ctx, m.Raft)
-			cancel()
+			ps, err := n.verifyIdentity(m.ID, m.Raft)
 			if err != nil {
 				n.log.Debug("bootstrap: peer not reachable yet", "peer", m.ID, "err", err)
 				return
@@ -100,6 +98,11 @@ func (n *Node) reconcile() {
 	for _, m := range n.members() {
 		byID[m.ID] = m
 		if _, ok := inConf[m.ID]; !ok && m.state == memberlist.StateAlive {
+			if _, err := n.verifyIdentity(m.ID, m.Raft); err != nil {
+				n.warnEvery("add:"+m.ID, "not adding member: its raft address did not prove its identity",
+					"id", m.ID, "raft", m.Raft, "err", err)
+				continue
+			}
 			n.log.Info("adding member as non-voter", "id", m.ID, "raft", m.Raft)
 			if err := n.raft.AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.Raft), 0, 5*time.Second).Error(); err != nil {
 				n.log.Warn("add non-voter", "id", m.ID, "err", err)
@@ -123,11 +126,11 @@ func (n *Node) reconcile() {
 		}
 		m, ok := byID[id]
 		switch {
-		case ok && m.state == memberlist.StateLeft:
-			n.forgetDead(id)
-			n.log.Info("removing member that left", "id", id)
-			_ = n.removeServer(id)
-		case !ok || m.state == memberlist.StateDead:
+		case !ok || m.state == memberlist.StateDead || m.state == memberlist.StateLeft:
+			// A member that leaves for good has itself removed before it
+			// announces its departure (Leave); one that gossip merely reports
+			// as gone is treated as failed, so no gossip message alone removes
+			// a voter.
 			if n.deadFor(id) < n.cfg.DeadServerTimeout {
 				continue
 			}
@@ -143,7 +146,13 @@ func (n *Node) reconcile() {
 				}
 			}
 		case m.Raft != "" && m.Raft != string(s.Address):
-			// Restarted at a new address: re-adding the same id updates it.
+			// Restarted at a new address: re-adding the same id updates it, once
+			// the node at the new address has shown it is that member.
+			if _, err := n.verifyIdentity(id, m.Raft); err != nil {
+				n.warnEvery("move:"+id, "not moving member: its new raft address did not prove its identity",
+					"id", id, "old", s.Address, "new", m.Raft, "err", err)
+				continue
+			}
 			n.log.Info("updating member address", "id", id, "old", s.Address, "new", m.Raft)
 			add := n.raft.AddVoter
 			if s.Suffrage != raft.Voter {
@@ -180,9 +189,7 @@ func (n *Node) forgetDead(id string) {
 
 // maybePromote makes a non-voter a voter once its log has caught up.
 func (n *Node) maybePromote(s raft.Server) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	ps, err := n.peerStatusOf(ctx, string(s.Address))
-	cancel()
+	ps, err := n.verifyIdentity(string(s.ID), string(s.Address))
 	if err != nil {
 		return
 	}

@@ -2,24 +2,34 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // One TCP port carries both Raft's own traffic and node-to-node requests
-// (forwarded writes, read indexes, status). The dialer writes one byte naming the
-// stream first; the acceptor reads it and hands the connection on.
+// (forwarded writes, read indexes, status). With peer TLS the connection first
+// completes a mutual TLS handshake; then the dialer writes one byte naming the
+// stream, and the acceptor reads it and hands the connection on.
 const (
 	streamRaft byte = 'R'
 	streamRPC  byte = 'P'
 )
 
-// preambleTimeout bounds how long an accepted connection may take to name itself.
+// preambleTimeout bounds how long an accepted connection may take to complete
+// its handshake and name itself.
 const preambleTimeout = 5 * time.Second
+
+// refusedLogEvery spaces the log lines about refused connections, so a flood of
+// strangers costs a line a second, not a line each.
+const refusedLogEvery = time.Second
 
 // mux accepts on one listener and splits connections between Raft and the RPC
 // server.
@@ -27,21 +37,31 @@ type mux struct {
 	ln        net.Listener
 	advertise net.Addr
 	dial      DialFunc
+	tls       *PeerTLS // nil: plain TCP
 	raftConns chan net.Conn
 	serveRPC  func(net.Conn)
+	log       *slog.Logger
+	refused   prometheus.Counter
+
+	lastRefusedLog atomic.Int64 // unix nanoseconds
+	suppressed     atomic.Int64 // refusals not logged since
 
 	closeOnce sync.Once
 	closed    chan struct{}
 	wg        sync.WaitGroup
 }
 
-func newMux(ln net.Listener, advertise net.Addr, dial DialFunc, serveRPC func(net.Conn)) *mux {
+func newMux(ln net.Listener, advertise net.Addr, dial DialFunc, peerTLS *PeerTLS, serveRPC func(net.Conn),
+	log *slog.Logger, refused prometheus.Counter) *mux {
 	m := &mux{
 		ln:        ln,
 		advertise: advertise,
 		dial:      dial,
+		tls:       peerTLS,
 		raftConns: make(chan net.Conn),
 		serveRPC:  serveRPC,
+		log:       log,
+		refused:   refused,
 		closed:    make(chan struct{}),
 	}
 	m.wg.Add(1)
@@ -74,14 +94,25 @@ func (m *mux) acceptLoop() {
 	}
 }
 
+// route authenticates a connection (with peer TLS), reads the byte that names
+// its stream and hands it on. Nothing else is read from a connection whose
+// handshake failed.
 func (m *mux) route(c net.Conn) {
+	_ = c.SetDeadline(time.Now().Add(preambleTimeout))
+	if m.tls != nil {
+		tc := tls.Server(c, m.tls.Server)
+		if err := tc.Handshake(); err != nil {
+			m.refuse(c, "tls handshake", err)
+			return
+		}
+		c = tc
+	}
 	var b [1]byte
-	_ = c.SetReadDeadline(time.Now().Add(preambleTimeout))
 	if _, err := c.Read(b[:]); err != nil {
-		c.Close()
+		m.refuse(c, "read stream", err)
 		return
 	}
-	_ = c.SetReadDeadline(time.Time{})
+	_ = c.SetDeadline(time.Time{})
 	switch b[0] {
 	case streamRaft:
 		select {
@@ -92,24 +123,51 @@ func (m *mux) route(c net.Conn) {
 	case streamRPC:
 		m.serveRPC(c)
 	default:
-		c.Close()
+		m.refuse(c, "unknown stream", nil)
 	}
 }
 
-// dialStream opens a connection to addr and names its stream.
+// refuse closes a connection that did not prove itself, counting it and
+// logging at most one line a second.
+func (m *mux) refuse(c net.Conn, why string, err error) {
+	remote := c.RemoteAddr().String()
+	c.Close()
+	if m.refused != nil {
+		m.refused.Inc()
+	}
+	now := time.Now().UnixNano()
+	last := m.lastRefusedLog.Load()
+	if now-last < int64(refusedLogEvery) || !m.lastRefusedLog.CompareAndSwap(last, now) {
+		m.suppressed.Add(1)
+		return
+	}
+	m.log.Warn("refused a connection on the raft port", "remote", remote, "why", why, "err", err,
+		"refused_since_last_line", m.suppressed.Swap(0))
+}
+
+// dialStream opens a connection to addr, completes the TLS handshake (with peer
+// TLS) and names its stream.
 func (m *mux) dialStream(ctx context.Context, addr string, kind byte) (net.Conn, error) {
 	c, err := m.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		_ = c.SetWriteDeadline(dl)
+		_ = c.SetDeadline(dl)
+	}
+	if m.tls != nil {
+		tc := tls.Client(c, m.tls.Client)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+		c = tc
 	}
 	if _, err := c.Write([]byte{kind}); err != nil {
 		c.Close()
 		return nil, err
 	}
-	_ = c.SetWriteDeadline(time.Time{})
+	_ = c.SetDeadline(time.Time{})
 	return c, nil
 }
 

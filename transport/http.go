@@ -16,6 +16,24 @@ import (
 // leaveTimeout bounds POST /v1/leave.
 const leaveTimeout = 30 * time.Second
 
+// Bounds on an HTTP connection, so that a stranger can neither hold one open
+// for ever nor make the server buffer huge headers.
+const (
+	// httpReadHeaderTimeout bounds reading a request's headers (slowloris).
+	httpReadHeaderTimeout = 10 * time.Second
+	// httpReadTimeout bounds reading a whole request; no route takes a large body.
+	httpReadTimeout = 30 * time.Second
+	// httpWriteTimeout bounds a handler and its reply. It covers POST /v1/leave
+	// (leaveTimeout) with room to spare; pprof's profile and trace push their
+	// own deadline out by the ?seconds they are asked for, so a 30 s profile
+	// (the default) still completes.
+	httpWriteTimeout = leaveTimeout + 30*time.Second
+	// httpIdleTimeout closes a kept-alive connection that sends nothing.
+	httpIdleTimeout = 2 * time.Minute
+	// httpMaxHeaderBytes bounds a request's headers.
+	httpMaxHeaderBytes = 64 << 10
+)
+
 // HTTPServer serves health, status and metrics over HTTP:
 //
 //	GET  /healthz     200 while the process serves
@@ -26,6 +44,11 @@ const leaveTimeout = 30 * time.Second
 //	POST /v1/leave    leave the cluster for good
 //	GET  /metrics     Prometheus text format (when Config.Registry is set)
 //	GET  /debug/pprof/ Go profiles (when Config.Pprof is set)
+//
+// Every route but the two probes asks for credentials (see httpAuth and
+// DESIGN.md): the node's password as a bearer token or basic auth password, or
+// a verified client certificate when Config.ClientCerts is set. With none
+// configured, reads are open and changes are accepted from loopback only.
 type HTTPServer struct {
 	be  Backend
 	log *slog.Logger
@@ -63,11 +86,19 @@ func NewHTTP(cfg Config, be Backend) *HTTPServer {
 		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
-	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	h.srv = &http.Server{
+		Handler:           newHTTPAuth(cfg, mux),
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+	}
 	return h
 }
 
-// Handler returns the server's routes (for tests and embedding).
+// Handler returns the server's routes behind their authentication (for tests
+// and embedding).
 func (h *HTTPServer) Handler() http.Handler { return h.srv.Handler }
 
 // Serve serves HTTP on ln until Close; it then returns ErrServerClosed.

@@ -14,10 +14,23 @@ import (
 	"github.com/rookerydb/rookery/cluster"
 )
 
+// httpGet sends method path to h from httptest's default peer, 192.0.2.1,
+// which is not loopback.
 func httpGet(t *testing.T, h http.Handler, method, path string) (int, string) {
 	t.Helper()
+	return httpFrom(t, h, method, path, "")
+}
+
+// httpFrom sends method path to h from the peer remote ("host:port"; empty
+// for httptest's default).
+func httpFrom(t *testing.T, h http.Handler, method, path, remote string) (int, string) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, nil)
+	if remote != "" {
+		req.RemoteAddr = remote
+	}
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+	h.ServeHTTP(rec, req)
 	body, _ := io.ReadAll(rec.Body)
 	return rec.Code, string(body)
 }
@@ -76,18 +89,21 @@ func TestHTTPFilters(t *testing.T) {
 	}
 }
 
+// TestHTTPLeave: with no credentials configured, an operator on the node's own
+// host can make it leave (authentication is in http_auth_test.go).
 func TestHTTPLeave(t *testing.T) {
+	const local = "127.0.0.1:40000"
 	be := newFakeBackend(t)
 	h := NewHTTP(Config{}, be).Handler()
-	if code, _ := httpGet(t, h, "GET", "/v1/leave"); code != http.StatusMethodNotAllowed {
+	if code, _ := httpFrom(t, h, "GET", "/v1/leave", local); code != http.StatusMethodNotAllowed {
 		t.Errorf("GET /v1/leave %d", code)
 	}
 	be.set(func(b *fakeBackend) { b.leaveErr = errors.New("would lose quorum") })
-	if code, body := httpGet(t, h, "POST", "/v1/leave"); code != 503 || !strings.Contains(body, "would lose quorum") {
+	if code, body := httpFrom(t, h, "POST", "/v1/leave", local); code != 503 || !strings.Contains(body, "would lose quorum") {
 		t.Errorf("failed leave %d %q", code, body)
 	}
 	be.set(func(b *fakeBackend) { b.leaveErr = nil })
-	if code, body := httpGet(t, h, "POST", "/v1/leave"); code != 200 || !strings.Contains(body, `"left": true`) {
+	if code, body := httpFrom(t, h, "POST", "/v1/leave", local); code != 200 || !strings.Contains(body, `"left": true`) {
 		t.Errorf("leave %d %q", code, body)
 	}
 	be.mu.Lock()

@@ -46,14 +46,26 @@ type options struct {
 	trailingLogs       uint64
 	applyTimeout       time.Duration
 
-	maxItemSize    string
-	maxItems       int
-	maxCapacity    uint64
-	maxClients     int
-	maxRequestSize string
-	pprof          bool
-	reads          string
-	faults         bool
+	maxItemSize      string
+	maxItems         int
+	maxCapacity      uint64
+	maxClients       int
+	maxRequestSize   string
+	maxRequestBuffer string
+	authTimeout      seconds
+	idleTimeout      seconds
+	pprof            bool
+	reads            string
+	faults           bool
+
+	tlsCA         string
+	tlsCert       string
+	tlsKey        string
+	respTLS       bool
+	httpTLS       bool
+	tlsClientAuth bool
+	insecure      bool
+	metricsPublic bool
 }
 
 func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
@@ -91,6 +103,18 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.Uint64Var(&o.maxCapacity, "max-capacity", 1<<30, "largest capacity a filter may be created with")
 	fs.IntVar(&o.maxClients, "max-clients", 10000, "most RESP client connections at once")
 	fs.StringVar(&o.maxRequestSize, "max-request-size", "512mb", "largest RESP request")
+	fs.StringVar(&o.maxRequestBuffer, "max-request-buffer", "1gb", "most bytes all RESP connections together may hold for requests in flight")
+	o.authTimeout = seconds(10 * time.Second)
+	fs.Var(&o.authTimeout, "auth-timeout", "close a connection that has not authenticated this long after connecting (with --requirepass); seconds or a duration, 0: never")
+	fs.Var(&o.idleTimeout, "timeout", "close a RESP connection idle this long (as Redis's timeout); seconds or a duration, 0: never")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "PEM file of the cluster CA: peers (and, with --tls-client-auth, clients) must present a certificate it signed")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM file of this node's certificate (see rookery tls cert); reloaded on SIGHUP or when it changes")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM file of this node's private key")
+	fs.BoolVar(&o.respTLS, "resp-tls", false, "serve RESP over TLS with the node certificate (redis-cli --tls --cacert ca.pem)")
+	fs.BoolVar(&o.httpTLS, "http-tls", false, "serve HTTP over TLS with the node certificate")
+	fs.BoolVar(&o.tlsClientAuth, "tls-client-auth", false, "require clients of --resp-tls (and of HTTP endpoints other than the health probes with --http-tls) to present a certificate the CA signed")
+	fs.BoolVar(&o.insecure, "insecure", false, "allow plain-text Raft, gossip, RESP and HTTP on addresses other than loopback (a trusted network only)")
+	fs.BoolVar(&o.metricsPublic, "metrics-public", false, "serve /metrics without credentials")
 	fs.StringVar(&o.reads, "read-consistency", "linearizable", "how new RESP connections read until they send READONLY or READWRITE: linearizable or stale")
 	fs.BoolVar(&o.faults, "fault-injection", false, "for fault-injection tests only: serve POST /debug/faults/cut?peer=RAFTADDR and /debug/faults/heal, which break and restore this node's Raft links (needs an explicit --raft-addr or --raft-advertise)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
@@ -166,12 +190,38 @@ func (o *options) check() error {
 			return fmt.Errorf("--%s: %w", s.name, err)
 		}
 	}
+	if _, err := parseBytes(o.maxRequestBuffer); err != nil {
+		return fmt.Errorf("--max-request-buffer: %w", err)
+	}
 	if _, err := o.level(); err != nil {
+		return err
+	}
+	if err := o.checkSecurity(); err != nil {
 		return err
 	}
 	if o.reads != "linearizable" && o.reads != "stale" {
 		return fmt.Errorf("--read-consistency must be linearizable or stale, got %q", o.reads)
 	}
+	return nil
+}
+
+// seconds is a flag holding a duration written as Redis writes it, a number of
+// seconds ("300"), or as Go does ("5m").
+type seconds time.Duration
+
+func (s *seconds) String() string { return time.Duration(*s).String() }
+
+func (s *seconds) Set(v string) error {
+	v = strings.TrimSpace(v)
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		*s = seconds(time.Duration(n) * time.Second)
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return fmt.Errorf("bad duration %q: want seconds (300) or a duration (5m)", v)
+	}
+	*s = seconds(d)
 	return nil
 }
 
@@ -210,15 +260,7 @@ func (o *options) level() (slog.Level, error) {
 	return l, nil
 }
 
-func (o *options) joinAddrs() []string {
-	var out []string
-	for _, a := range strings.Split(o.join, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
-	}
-	return out
-}
+func (o *options) joinAddrs() []string { return splitList(o.join) }
 
 // parseBytes reads a size such as 1048576, 64kb, 512MB or 4g.
 func parseBytes(s string) (uint64, error) {

@@ -4,6 +4,7 @@
 //	rookery --dev                      a single node, data in a temporary directory
 //	rookery --id n1 --data-dir /var/lib/rookery --bootstrap-expect 3 ...
 //	rookery probe http://127.0.0.1:6480/readyz   exit 0 if the URL answers 200
+//	rookery tls ca|cert|init ...                 make the cluster's certificates
 //
 // Every flag can also be set as ROOKERY_<FLAG> in the environment. See run.go
 // for how the parts are wired together.
@@ -20,8 +21,13 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "probe" {
-		os.Exit(probe(os.Args[2:], os.Stderr))
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "probe":
+			os.Exit(probe(os.Args[2:], os.Stderr))
+		case "tls":
+			os.Exit(tlsCommand(os.Args[2:], os.Stdout, os.Stderr))
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

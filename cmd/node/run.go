@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/internal/certs"
 	"github.com/rookerydb/rookery/transport"
 )
 
@@ -44,6 +46,16 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		}
 	}
 
+	o.warnExposure(logger)
+	var certSrc *certs.Source
+	var reload func()
+	if o.tlsOn() {
+		if certSrc, reload, err = loadCerts(ctx, o, logger); err != nil {
+			return err
+		}
+	}
+	onHUP(ctx, logger, reload)
+
 	// Client-facing listeners first, so a port in use fails before Raft starts.
 	respLn, err := net.Listen("tcp", o.respAddr)
 	if err != nil {
@@ -55,6 +67,23 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		return fmt.Errorf("listen http %s: %w", o.httpAddr, err)
 	}
 	defer httpLn.Close()
+	respServe, httpServe := respLn, httpLn
+	if o.respTLS {
+		auth := tls.NoClientCert
+		if o.tlsClientAuth {
+			auth = tls.RequireAndVerifyClientCert
+		}
+		respServe = tls.NewListener(respLn, certSrc.ServerConfig(auth))
+	}
+	if o.httpTLS {
+		// Health probes carry no certificate; the HTTP server asks for
+		// credentials on every other endpoint, a verified certificate being one.
+		auth := tls.NoClientCert
+		if o.tlsClientAuth {
+			auth = tls.VerifyClientCertIfGiven
+		}
+		httpServe = tls.NewListener(httpLn, certSrc.ServerConfig(auth))
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -64,6 +93,9 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		return err
 	}
 	ccfg.Logger, ccfg.Registry = logger, reg
+	if certSrc != nil {
+		ccfg.PeerTLS = &cluster.PeerTLS{Server: certSrc.PeerServerConfig(), Client: certSrc.PeerClientConfig()}
+	}
 	var faults *cluster.Faults
 	self := o.raftAdvertise // this node's end of every Raft link
 	if self == "" {
@@ -91,11 +123,11 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	resp := transport.New(tcfg, node)
 	web := transport.NewHTTP(tcfg, node)
 	errc := make(chan error, 2)
-	go func() { errc <- resp.Serve(respLn) }()
-	go func() { errc <- web.Serve(httpLn) }()
+	go func() { errc <- resp.Serve(respServe) }()
+	go func() { errc <- web.Serve(httpServe) }()
 	logger.Info("listening", "id", ccfg.ID, "resp", respLn.Addr().String(), "http", httpLn.Addr().String(),
 		"raft", node.RaftAddr(), "gossip", node.GossipAddr(), "data_dir", o.dataDir, "max_memory", ccfg.MaxMemory,
-		"version", version)
+		"tls", o.tlsOn(), "resp_tls", o.respTLS, "http_tls", o.httpTLS, "version", version)
 
 	var serveErr error
 	select {
@@ -157,8 +189,16 @@ func (o *options) clusterConfig(respAddr, httpAddr string) (cluster.Config, erro
 func (o *options) transportConfig() (transport.Config, error) {
 	itemSize, _ := parseBytes(o.maxItemSize)
 	reqSize, _ := parseBytes(o.maxRequestSize)
+	reqBuffer, _ := parseBytes(o.maxRequestBuffer)
+	authTimeout := time.Duration(o.authTimeout)
+	if authTimeout == 0 {
+		authTimeout = -1 // the flag's 0 is "never"; the Config's 0 is its default
+	}
 	if itemSize == 0 || itemSize > 1<<30 || reqSize == 0 || reqSize > 1<<31 {
 		return transport.Config{}, errors.New("--max-item-size must be in (0, 1gb] and --max-request-size in (0, 2gb]")
+	}
+	if reqBuffer < reqSize {
+		return transport.Config{}, fmt.Errorf("--max-request-buffer (%d) must be at least --max-request-size (%d)", reqBuffer, reqSize)
 	}
 	reads := cluster.ReadLinearizable
 	if o.reads == "stale" {
@@ -171,7 +211,12 @@ func (o *options) transportConfig() (transport.Config, error) {
 		MaxCapacity:        o.maxCapacity,
 		MaxClients:         o.maxClients,
 		MaxRequestBytes:    int(reqSize),
+		MaxRequestBuffer:   int64(reqBuffer),
 		RequirePass:        o.requirePass,
+		AuthTimeout:        authTimeout,
+		IdleTimeout:        time.Duration(o.idleTimeout),
+		ClientCerts:        o.tlsClientAuth,
+		MetricsPublic:      o.metricsPublic,
 		RequestTimeout:     o.applyTimeout,
 		Pprof:              o.pprof,
 	}, nil

@@ -19,13 +19,20 @@ type Cluster struct {
 	bin   string
 	dir   string
 	extra []string
+	Sec   Security
 	Nodes []*Member
 }
 
 // StartCluster starts n nodes with their data under dir, all with extra flags,
 // that bootstrap together, and waits until every one is ready.
 func StartCluster(bin, dir string, n int, extra ...string) (*Cluster, error) {
-	c := &Cluster{bin: bin, dir: dir, extra: extra}
+	return StartSecureCluster(bin, dir, n, Security{}, extra...)
+}
+
+// StartSecureCluster is StartCluster with every node secured as sec says; its
+// CertDir must hold a certificate for each node id, n1 to nN (MakeCerts).
+func StartSecureCluster(bin, dir string, n int, sec Security, extra ...string) (*Cluster, error) {
+	c := &Cluster{bin: bin, dir: dir, extra: extra, Sec: sec}
 	var seed []string
 	for i := 0; i < n; i++ {
 		m, err := c.start(fmt.Sprintf("n%d", i+1), n, seed)
@@ -54,8 +61,10 @@ func (c *Cluster) start(id string, expect int, join []string) (*Member, error) {
 		if err != nil {
 			return nil, err
 		}
+		args = append(args, c.Sec.Flags(id)...)
 		p, err = Start(c.bin, nil, append(args, c.extra...)...)
 		if err == nil {
+			p.Sec = c.Sec
 			break
 		}
 		// Another process may take a port between NodeArgs choosing it and the

@@ -46,6 +46,8 @@ type Proc struct {
 
 	// Bound addresses, as the process reported them.
 	RESP, HTTP, Raft, Gossip string
+	// Sec is how the node is secured; HTTP calls use its password and TLS.
+	Sec Security
 
 	cmd     *exec.Cmd
 	mu      sync.Mutex
@@ -170,6 +172,9 @@ func (p *Proc) Stop(sig syscall.Signal, within time.Duration) error {
 	}
 }
 
+// Signal sends sig to the process.
+func (p *Proc) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
+
 // Pause stops the process with SIGSTOP (a long GC pause, a frozen VM); Resume
 // continues it.
 func (p *Proc) Pause() error  { return p.cmd.Process.Signal(syscall.SIGSTOP) }
@@ -180,7 +185,7 @@ func (p *Proc) WaitReady(within time.Duration) error {
 	deadline := time.Now().Add(within)
 	var last error
 	for {
-		resp, err := http.Get("http://" + p.HTTP + "/readyz")
+		resp, err := p.HTTPDo("GET", "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -194,6 +199,15 @@ func (p *Proc) WaitReady(within time.Duration) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// HTTPDo sends a request to the node's HTTP face with its credentials.
+func (p *Proc) HTTPDo(method, path string) (*http.Response, error) {
+	c, req, err := p.Sec.Request(method, p.HTTP, path)
+	if err != nil {
+		return nil, err
+	}
+	return c.Do(req)
 }
 
 // Status is a node's /v1/status.
@@ -210,7 +224,7 @@ type Status struct {
 // Status reads the node's /v1/status.
 func (p *Proc) Status() (Status, error) {
 	var st Status
-	err := getJSON("http://"+p.HTTP+"/v1/status", &st)
+	err := p.getJSON("/v1/status", &st)
 	return st, err
 }
 
@@ -220,7 +234,7 @@ func (p *Proc) Voters() ([]string, error) {
 		ID    string `json:"id"`
 		Voter bool   `json:"voter"`
 	}
-	if err := getJSON("http://"+p.HTTP+"/v1/nodes", &nodes); err != nil {
+	if err := p.getJSON("/v1/nodes", &nodes); err != nil {
 		return nil, err
 	}
 	var out []string
@@ -232,13 +246,15 @@ func (p *Proc) Voters() ([]string, error) {
 	return out, nil
 }
 
-func getJSON(url string, v any) error {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(url)
+func (p *Proc) getJSON(path string, v any) error {
+	resp, err := p.HTTPDo("GET", path)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
@@ -292,8 +308,7 @@ func (p *Proc) Cut(peer string) error {
 func (p *Proc) Heal() error { return p.post("/debug/faults/heal") }
 
 func (p *Proc) post(path string) error {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Post("http://"+p.HTTP+path, "", nil)
+	resp, err := p.HTTPDo("POST", path)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/rookerydb/rookery/internal/certs"
+)
+
+const tlsUsage = `usage:
+  rookery tls ca --out DIR [--days N] [--force]
+      make the cluster's CA: DIR/ca.pem and DIR/ca-key.pem (keep ca-key.pem secret)
+  rookery tls cert --ca DIR --name NAME [--host h1,h2] --out DIR [--days N] [--force]
+      make NAME's certificate signed by the CA in DIR: NAME.pem and NAME-key.pem,
+      valid for 127.0.0.1, ::1, localhost, NAME and the given hosts, to serve and to dial
+  rookery tls init --out DIR --names n1,n2,n3 [--host h1,h2]
+      make whatever of the CA and the named certificates DIR lacks (for containers)
+`
+
+// tlsCommand is `rookery tls ...`: it makes the cluster's certificates. It
+// returns the exit code.
+func tlsCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, tlsUsage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "ca":
+		err = tlsCA(args[1:], stdout, stderr)
+	case "cert":
+		err = tlsCert(args[1:], stdout, stderr)
+	case "init":
+		err = tlsInit(args[1:], stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "rookery tls: unknown command %q\n%s", args[0], tlsUsage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "rookery tls:", err)
+		return 1
+	}
+	return 0
+}
+
+func tlsFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("rookery tls "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, tlsUsage) }
+	return fs
+}
+
+func parseTLSFlags(fs *flag.FlagSet, args []string, required ...string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, r := range required {
+		if fs.Lookup(r).Value.String() == "" {
+			return fmt.Errorf("--%s is required", r)
+		}
+	}
+	return nil
+}
+
+func days(n int) (time.Duration, error) {
+	if n <= 0 || n > 100*365 {
+		return 0, fmt.Errorf("--days must be in [1, 36500], got %d", n)
+	}
+	return time.Duration(n) * 24 * time.Hour, nil
+}
+
+func tlsCA(args []string, stdout, stderr io.Writer) error {
+	fs := tlsFlags("ca", stderr)
+	out := fs.String("out", "", "directory to write ca.pem and ca-key.pem into")
+	n := fs.Int("days", int(certs.DefaultCAValidity/(24*time.Hour)), "days the CA is valid")
+	force := fs.Bool("force", false, "replace an existing CA (every certificate it signed stops being trusted)")
+	if err := parseTLSFlags(fs, args, "out"); err != nil {
+		return err
+	}
+	valid, err := days(*n)
+	if err != nil {
+		return err
+	}
+	if err := certs.WriteCA(*out, valid, *force); err != nil {
+		return err
+	}
+	c, k := certs.CAFiles(*out)
+	fmt.Fprintf(stdout, "wrote %s and %s (keep %s secret: it signs members)\n", c, k, k)
+	return nil
+}
+
+func tlsCert(args []string, stdout, stderr io.Writer) error {
+	fs := tlsFlags("cert", stderr)
+	ca := fs.String("ca", "", "directory holding ca.pem and ca-key.pem")
+	name := fs.String("name", "", "certificate name, usually the node id: files NAME.pem and NAME-key.pem")
+	hosts := fs.String("host", "", "comma-separated host names and IP addresses the certificate is valid for, besides 127.0.0.1 and localhost")
+	out := fs.String("out", "", "directory to write the certificate and key into")
+	n := fs.Int("days", int(certs.DefaultCertValidity/(24*time.Hour)), "days the certificate is valid")
+	force := fs.Bool("force", false, "replace existing files")
+	if err := parseTLSFlags(fs, args, "ca", "name", "out"); err != nil {
+		return err
+	}
+	valid, err := days(*n)
+	if err != nil {
+		return err
+	}
+	if err := certs.WriteCert(*ca, *name, splitList(*hosts), *out, valid, *force); err != nil {
+		return err
+	}
+	c, k := certs.CertFiles(*out, *name)
+	fmt.Fprintf(stdout, "wrote %s and %s\n", c, k)
+	return nil
+}
+
+func tlsInit(args []string, stdout, stderr io.Writer) error {
+	fs := tlsFlags("init", stderr)
+	out := fs.String("out", "", "directory for the CA and the certificates")
+	names := fs.String("names", "", "comma-separated certificate names (node ids)")
+	hosts := fs.String("host", "", "comma-separated extra host names and IP addresses for every certificate")
+	if err := parseTLSFlags(fs, args, "out", "names"); err != nil {
+		return err
+	}
+	made, err := certs.Init(*out, splitList(*names), splitList(*hosts))
+	for _, f := range made {
+		fmt.Fprintln(stdout, "wrote", f)
+	}
+	if err == nil && len(made) == 0 {
+		fmt.Fprintln(stdout, "nothing to do: every file is there")
+	}
+	return err
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

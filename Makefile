@@ -28,8 +28,10 @@ bench:
 jepsen:
 	$(GO) run ./jepsen-lite -duration 60s
 
-# A three-node cluster in containers (docker-compose.yml), from a binary built here.
+# A three-node secured cluster in containers (docker-compose.yml), from a binary
+# built here; .env (password, gossip key) is written once if missing.
 cluster-up: build
+	./scripts/compose-env.sh
 	$(COMPOSE) up -d --build
 
 cluster-down:

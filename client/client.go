@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -39,8 +40,13 @@ type Options struct {
 	// Addrs are RESP addresses of some of the cluster's nodes; the client learns
 	// the others from them.
 	Addrs []string
-	// Password for AUTH, if the nodes require one.
+	// Password for AUTH, if the nodes require one (--requirepass).
 	Password string
+	// TLS, when set, reaches every node over TLS (nodes started with
+	// --resp-tls). RootCAs should hold the cluster CA (ca.pem); with
+	// --tls-client-auth, Certificates holds the client's. An empty ServerName
+	// is each node's host, as advertised.
+	TLS *tls.Config
 	// ReadLevel is the level of reads whose context names none [linearizable].
 	ReadLevel ReadLevel
 	// DialTimeout [5s], ReadTimeout [15s, longer than a node's apply timeout] and
@@ -144,7 +150,7 @@ func (c *Client) node(addr string) *node {
 	}
 	base := redis.Options{Addr: addr, Password: c.opts.Password, Protocol: 2, MaxRetries: -1,
 		DialTimeout: c.opts.DialTimeout, ReadTimeout: c.opts.ReadTimeout, WriteTimeout: c.opts.WriteTimeout,
-		PoolSize: c.opts.PoolSize, DisableIdentity: true}
+		PoolSize: c.opts.PoolSize, DisableIdentity: true, TLSConfig: c.opts.TLS}
 	stale := base
 	stale.OnConnect = func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }
 	n := &node{lin: redis.NewClient(&base), stale: redis.NewClient(&stale)}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -76,7 +77,8 @@ func TestCheckerCatchesViolations(t *testing.T) {
 
 // TestRunWithFaults runs the whole suite briefly: a three-node cluster of real
 // processes, killed, paused and restarted under a workload, must keep every
-// acknowledged write, apply each once and stay linearizable.
+// acknowledged write, apply each once and stay linearizable; once in plain
+// text and once secured with TLS everywhere.
 func TestRunWithFaults(t *testing.T) {
 	dir := t.TempDir()
 	bin, err := nodeproc.Build(dir, false)
@@ -89,17 +91,21 @@ func TestRunWithFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep, err := Run(Config{Binary: bin, Dir: dir, Nodes: 3, Workers: 8, Duration: d,
-		Faults: []string{faultKill, faultPause, faultTerm, faultPartition}, Interval: 1500 * time.Millisecond,
-		Hold: 1500 * time.Millisecond, OpTimeout: 10 * time.Second, Seed: 42, Log: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + rep.String())
-	if !rep.OK {
-		t.Fatal("the run found problems")
-	}
-	if rep.Faults < 3 || rep.Ops < 1000 {
-		t.Fatalf("too little happened to prove anything: %d faults, %d operations", rep.Faults, rep.Ops)
+	for _, secure := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", secure), func(t *testing.T) {
+			rep, err := Run(Config{Binary: bin, Dir: t.TempDir(), Nodes: 3, Workers: 8, Duration: d, TLS: secure,
+				Faults: []string{faultKill, faultPause, faultTerm, faultPartition}, Interval: 1500 * time.Millisecond,
+				Hold: 1500 * time.Millisecond, OpTimeout: 10 * time.Second, Seed: 42, Log: t.Logf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Log("\n" + rep.String())
+			if !rep.OK {
+				t.Fatal("the run found problems")
+			}
+			if rep.Faults < 3 || rep.Ops < 1000 {
+				t.Fatalf("too little happened to prove anything: %d faults, %d operations", rep.Faults, rep.Ops)
+			}
+		})
 	}
 }

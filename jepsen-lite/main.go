@@ -44,6 +44,7 @@ func main() {
 	flag.DurationVar(&cfg.Hold, "hold", 2*time.Second, "how long a fault lasts")
 	flag.DurationVar(&cfg.OpTimeout, "op-timeout", 10*time.Second, "per operation, retries included")
 	flag.Uint64Var(&cfg.Seed, "seed", uint64(time.Now().UnixNano()), "seed of the nemesis's choices")
+	flag.BoolVar(&cfg.TLS, "tls", false, "secure the cluster: mutual TLS between nodes, gossip key, password, RESP and HTTP over TLS")
 	nodeFlags := flag.String("node-flags", "", "extra flags for every node, space separated (e.g. to check that the checker catches --read-consistency stale)")
 	flag.Parse()
 	cfg.NodeFlags = strings.Fields(*nodeFlags)
@@ -68,7 +69,7 @@ func main() {
 		}
 	}
 	cfg.Log = func(format string, args ...any) { log.Printf(format, args...) }
-	log.Printf("jepsen-lite: %d nodes, %d workers, %v, faults %v, seed %d", cfg.Nodes, cfg.Workers, cfg.Duration, cfg.Faults, cfg.Seed)
+	log.Printf("jepsen-lite: %d nodes, %d workers, %v, faults %v, seed %d, tls %v", cfg.Nodes, cfg.Workers, cfg.Duration, cfg.Faults, cfg.Seed, cfg.TLS)
 	rep, err := Run(cfg)
 	if err != nil {
 		log.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -28,7 +29,10 @@ type Config struct {
 	OpTimeout time.Duration // per client operation, retries included
 	Seed      uint64
 	NodeFlags []string // extra flags for every node
-	Log       func(format string, args ...any)
+	// TLS secures the cluster as in production: mutual TLS between the nodes, a
+	// gossip key, a password, RESP and HTTP over TLS; the clients use them.
+	TLS bool
+	Log func(format string, args ...any)
 }
 
 // Report is what a run found. OK is false if any check failed.
@@ -60,13 +64,18 @@ func Run(cfg Config) (*Report, error) {
 	if slices.Contains(cfg.Faults, faultPartition) {
 		flags = append(flags, "--fault-injection")
 	}
-	cl, err := nodeproc.StartCluster(cfg.Binary, cfg.Dir, cfg.Nodes, flags...)
+	sec, err := security(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := nodeproc.StartSecureCluster(cfg.Binary, filepath.Join(cfg.Dir, "data"), cfg.Nodes, sec, flags...)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
 	ctx := context.Background()
-	c, err := client.New(ctx, client.Options{Addrs: cl.RESPAddrs(), RetryBackoff: 20 * time.Millisecond})
+	c, err := client.New(ctx, client.Options{Addrs: cl.RESPAddrs(), RetryBackoff: 20 * time.Millisecond,
+		Password: sec.Password, TLS: sec.RESPTLSConfig()})
 	if err != nil {
 		return nil, err
 	}
@@ -133,6 +142,24 @@ func Run(cfg Config) (*Report, error) {
 	return rep, nil
 }
 
+// security makes the certificates of a TLS run (one per node, n1 to nN) and
+// says how the nodes are secured; without TLS, nothing.
+func security(cfg Config) (nodeproc.Security, error) {
+	if !cfg.TLS {
+		return nodeproc.Security{}, nil
+	}
+	dir := filepath.Join(cfg.Dir, "certs")
+	names := make([]string, cfg.Nodes)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%d", i+1)
+	}
+	if err := nodeproc.MakeCerts(cfg.Binary, dir, names...); err != nil {
+		return nodeproc.Security{}, err
+	}
+	return nodeproc.Security{CertDir: dir, GossipKey: "amVwc2VuLWxpdGUtZ29zc2lwLWtleS0zMi1ieXRlcyE=",
+		Password: "jepsen-lite", RESPTLS: true, HTTPTLS: true}, nil
+}
+
 // checkFinal reads every node directly: every acknowledged write is there, and
 // the cuckoo filter holds as many items as the history allows, on every node.
 func checkFinal(cl *nodeproc.Cluster, e expectation, rep *Report) {
@@ -141,7 +168,8 @@ func checkFinal(cl *nodeproc.Cluster, e expectation, rep *Report) {
 	rep.HeldRange = [2]int64{e.minHeld, e.maxHeld}
 	rep.Held = map[string]int64{}
 	for _, m := range cl.Nodes {
-		r := redis.NewClient(&redis.Options{Addr: m.RESP, MaxRetries: 3, ReadTimeout: 15 * time.Second})
+		r := redis.NewClient(&redis.Options{Addr: m.RESP, MaxRetries: 3, ReadTimeout: 15 * time.Second,
+			Password: cl.Sec.Password, TLSConfig: cl.Sec.RESPTLSConfig()})
 		checkNode(ctx, r, m.ID, e, rep)
 		r.Close()
 	}

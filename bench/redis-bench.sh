@@ -6,7 +6,11 @@
 # cluster: writes through the leader, linearizable reads on a follower, and
 # stale (READONLY) reads on a follower. It prints req/s, p50 and p99 latency and
 # the ratio Rookery/Redis of each pair, each Redis figure measured right after
-# the Rookery one it is compared with.
+# the Rookery one it is compared with. Then it runs a second three-node cluster
+# with mutual TLS between the nodes (certificates from `rookery tls`, a gossip
+# key) beside the first and prints, for leader writes and linearizable follower
+# reads, the TLS figure against the plain-text one measured right before it
+# (TLS=0 skips this).
 #
 #   bench/redis-bench.sh                 # defaults: 200000 requests per test
 #   REQUESTS=500000 bench/redis-bench.sh
@@ -23,6 +27,7 @@
 set -euo pipefail
 
 REQUESTS=${REQUESTS:-200000}
+TLS=${TLS:-1}
 CLIENTS=${CLIENTS:-50}
 PIPELINES=${PIPELINES:-"1 16"}
 KEYSPACE=${KEYSPACE:-1000000}
@@ -75,6 +80,9 @@ wait_for() { # wait_for DESCRIPTION COMMAND...
 		sleep 0.1
 	done
 	echo "timed out waiting for $what" >&2
+	for f in "$work"/*.log; do
+		[ -f "$f" ] && { echo "== $f" >&2; grep -v 'join failed, retrying' "$f" | tail -n 5 >&2; }
+	done
 	exit 1
 }
 
@@ -89,7 +97,7 @@ node() {
 	resp=$(free_port) http=$(free_port) gossip=$(free_port)
 	"${server[@]}" "$work/rookery" --id "$id" --data-dir "$dir" --log-level warn \
 		--resp-addr "127.0.0.1:$resp" --http-addr "127.0.0.1:$http" \
-		--raft-addr "127.0.0.1:$(free_port)" --gossip-addr "127.0.0.1:$gossip" "$@" >/dev/null 2>>"$work/rookery.log" &
+		--raft-addr "127.0.0.1:$(free_port)" --gossip-addr "127.0.0.1:$gossip" "$@" >/dev/null 2>>"$work/$id.log" &
 	pid=$!
 	pids+=("$pid")
 }
@@ -130,6 +138,9 @@ printf '\nredis-benchmark -c %s -n %s -r %s, one run, %s, pinned: %s\n\n' "$CLIE
 printf '| Rookery | test | -P | req/s | p50 ms | p99 ms | Redis (appendfsync always) | req/s | p50 ms | p99 ms | ratio |\n'
 printf '|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|\n'
 
+# rps PORT PIPELINE COMMAND... prints req/s alone.
+rps() { run "$@" | awk '{ print $1 }'; }
+
 # One node.
 node single "$work/single" --bootstrap-expect 1
 rk_port=$resp rk_http=$http rk_pid=$pid
@@ -166,4 +177,44 @@ for pipe in $PIPELINES; do
 	row "3 nodes, leader" "$leader" "$pipe" "$ADD" "$SADD"
 	row "3 nodes, follower, linearizable" "$follower" "$pipe" "$EXISTS" "$SISMEMBER"
 	row "3 nodes, follower, READONLY" "$p3" "$pipe" "$EXISTS" "$SISMEMBER"
+done
+
+if [ "$TLS" != 1 ]; then
+	exit 0
+fi
+
+# Three more nodes, with mutual TLS between them (RESP stays plain text on
+# loopback, as redis-benchmark speaks it), measured in turns with the
+# plain-text cluster above so that both see the same machine.
+"$work/rookery" tls ca --out "$work/certs" >/dev/null
+for n in t1 t2 t3; do "$work/rookery" tls cert --ca "$work/certs" --name "$n" --out "$work/certs" >/dev/null; done
+key=$(head -c 32 /dev/urandom | base64)
+tls_node() {
+	local id=$1
+	shift
+	node "$id" "$work/$id" --bootstrap-expect 3 --gossip-key "$key" --tls-ca "$work/certs/ca.pem" \
+		--tls-cert "$work/certs/$id.pem" --tls-key "$work/certs/$id-key.pem" "$@"
+}
+tls_node t1
+t1=$resp th1=$http tg1=$gossip
+tls_node t2 --join "127.0.0.1:$tg1"
+t2=$resp th2=$http
+tls_node t3 --join "127.0.0.1:$tg1"
+t3=$resp th3=$http
+for h in $th1 $th2 $th3; do wait_for "TLS node" curl -sf "http://127.0.0.1:$h/readyz"; done
+tleader=$t1 tfollower=$t2
+for pair in "$t1 $th1" "$t2 $th2" "$t3 $th3"; do
+	read -r p h <<<"$pair"
+	if curl -sf "http://127.0.0.1:$h/v1/status" | grep -q '"role": "leader"'; then tleader=$p; fi
+done
+for p in $t1 $t2 $t3; do [ "$p" != "$tleader" ] && tfollower=$p && break; done
+redis-cli -p "$tleader" BF.RESERVE bench 0.01 "$KEYSPACE" >/dev/null
+
+printf '\nNode-to-node mutual TLS against plain text, three nodes each, measured in turns\n\n'
+printf '| test | -P | plain req/s | mTLS req/s | ratio |\n|---|---:|---:|---:|---:|\n'
+for pipe in $PIPELINES; do
+	plain=$(rps "$leader" "$pipe" $ADD) tls=$(rps "$tleader" "$pipe" $ADD)
+	printf '| leader BF.ADD | %s | %s | %s | %s |\n' "$pipe" "$plain" "$tls" "$(ratio "$tls" "$plain")"
+	plain=$(rps "$follower" "$pipe" $EXISTS) tls=$(rps "$tfollower" "$pipe" $EXISTS)
+	printf '| follower BF.EXISTS, linearizable | %s | %s | %s | %s |\n' "$pipe" "$plain" "$tls" "$(ratio "$tls" "$plain")"
 done

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/filters"
 	"github.com/rookerydb/rookery/fsm"
 )
 
@@ -54,7 +55,24 @@ type command struct {
 	// firstKey, lastKey and step locate the keys (COMMAND); lastKey -1 means all.
 	firstKey, lastKey, step int
 	parse                   func(s *Server, args [][]byte) (op, error)
+	// chunkArg is the index of the argument that carries a SCANDUMP chunk
+	// rather than an item (LOADCHUNK's data), 0 if none: the request reader
+	// lets it be as large as a chunk.
+	chunkArg int
 }
+
+// chunkArgs gives the table's commands their chunkArg.
+var chunkArgs = map[string]int{"bf.loadchunk": 3, "cf.loadchunk": 3}
+
+// maxChunkArgBytes bounds a LOADCHUNK's data. The biggest chunk SCANDUMP hands
+// out is a payload chunk: filters.DumpChunkBytes and a 4-byte checksum (the
+// header chunk is at most about 64 KB of parameters); the rest is slack, so a
+// chunk our own SCANDUMP produced is never refused.
+const maxChunkArgBytes = filters.DumpChunkBytes + 64
+
+// idemPrefix is the arguments IDEM puts before the command it wraps
+// (IDEM client_id seq command ...).
+const idemPrefix = 3
 
 // commandTable builds the dispatch table; it is read-only afterwards.
 func commandTable() map[string]*command {
@@ -64,10 +82,43 @@ func commandTable() map[string]*command {
 		keyspaceCommands(), connCommands(), clusterCommands(),
 	} {
 		for _, c := range group {
+			c.chunkArg = chunkArgs[c.name]
 			t[c.name] = c
 		}
 	}
 	return t
+}
+
+// argBytes is the request reader's limit for an argument longer than an item
+// (readLimits.argBytes): the chunk argument of a command, directly or wrapped in
+// IDEM, may hold a dump chunk; anything else is an item, a key or an option.
+func (s *Server) argBytes(req argView, i int) int {
+	if req.len() == 0 {
+		return s.cfg.MaxItemBytes
+	}
+	cmd := s.lookup(req.arg(0))
+	if cmd != nil && cmd.name == "idem" && i > idemPrefix && req.len() > idemPrefix {
+		cmd, i = s.lookup(req.arg(idemPrefix)), i-idemPrefix
+	}
+	if cmd != nil && cmd.chunkArg != 0 && cmd.chunkArg == i {
+		return max(s.cfg.MaxItemBytes, maxChunkArgBytes)
+	}
+	return s.cfg.MaxItemBytes
+}
+
+// lookup finds a command by name, ignoring case, without allocating.
+func (s *Server) lookup(name []byte) *command {
+	var low [32]byte
+	if len(name) > len(low) {
+		return nil
+	}
+	for i, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		low[i] = c
+	}
+	return s.cmds[string(low[:len(name)])]
 }
 
 // sortedCommands lists the table by name (COMMAND).

@@ -139,28 +139,75 @@ func checkOneReply(t *testing.T, b []byte) {
 	}
 }
 
-// FuzzReader feeds arbitrary bytes to the request reader: it must end, never
-// panic, and never hand out a request over its limits.
+// FuzzReader feeds arbitrary bytes to the request reader, one byte per Read, in
+// three modes: an authenticated client; a stranger under the pre-AUTH limits
+// that authenticates with its first AUTH request, drawing on a strangers'
+// budget until then; and an authenticated client with a small budget. The reader
+// must end, never panic, never hand out a request over its limits, hand out one
+// request per batch before AUTH, and give back every byte of budget it took.
 func FuzzReader(f *testing.F) {
 	f.Add([]byte("*2\r\n$4\r\nECHO\r\n$1\r\na\r\nPING\r\n"))
 	f.Add([]byte("*1\r\n$9223372036854775800\r\n"))
 	f.Add([]byte("ECHO \"a\\x41\" 'b'\r\n*0\r\n"))
+	f.Add([]byte(encode("AUTH", "pw") + encode("ECHO", strings.Repeat("x", 100)) + "*12\r\n"))
+	f.Add([]byte("*11\r\n" + encode("AUTH", "pw")))
+	f.Add([]byte("*1\r\n$16385\r\n"))
+	f.Add([]byte("PING 1 2 3 4 5 6 7 8 9 10\r\nAUTH pw\r\nPING 1 2 3 4 5 6 7 8 9 10\r\n"))
+	f.Add([]byte(encode("big", "k", "1", strings.Repeat("d", 300)) + encode("big", "k", "1", "2", strings.Repeat("d", 100))))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rd := newReader(&oneByteReader{data: data}, 1024, 16)
-		for {
-			batch, err := rd.readBatch()
-			if err != nil {
-				return
-			}
-			for _, args := range batch {
-				n := 0
-				for _, a := range args {
-					n += len(a)
-				}
-				if len(args) == 0 || len(args) > 16 || n > 1024+maxInlineBytes {
-					t.Fatalf("request over the limits: %d args, %d bytes", len(args), n)
-				}
-			}
+		for mode := 0; mode < 3; mode++ {
+			fuzzReaderMode(t, data, mode)
 		}
 	})
+}
+
+// fuzzReaderMode runs one of FuzzReader's modes.
+func fuzzReaderMode(t *testing.T, data []byte, mode int) {
+	const maxArgs, maxBulk, maxChunk = 16, 64, 512
+	lim := &readLimits{maxReq: 1024, maxArgs: maxArgs, maxBulk: maxBulk,
+		argBytes: func(req argView, i int) int {
+			if i == 3 && string(req.arg(0)) == "big" {
+				return maxChunk
+			}
+			return maxBulk
+		}}
+	all := newBudget(16<<10, nil)
+	bud := all
+	if mode == 1 {
+		bud = newBudget(4<<10, all)
+	} else if mode == 2 {
+		all.limit = 3 << 10
+	}
+	rd := newReader(&oneByteReader{data: data}, lim, bud)
+	rd.preAuth = mode == 1
+	for {
+		batch, err := rd.readBatch()
+		if err != nil {
+			break
+		}
+		if rd.preAuth && len(batch) != 1 {
+			t.Fatalf("%d requests in a batch before AUTH", len(batch))
+		}
+		for _, args := range batch {
+			n := 0
+			for _, a := range args {
+				n += len(a)
+			}
+			if len(args) == 0 || len(args) > maxArgs || n > lim.maxReq+maxInlineBytes {
+				t.Fatalf("request over the limits: %d args, %d bytes", len(args), n)
+			}
+			if rd.preAuth && len(args) > PreAuthMaxArgs {
+				t.Fatalf("%d arguments before AUTH", len(args))
+			}
+			if rd.preAuth && bytes.EqualFold(args[0], []byte("AUTH")) {
+				rd.preAuth = false
+				rd.authenticated()
+			}
+		}
+		rd.release()
+	}
+	rd.close()
+	if all.inUse() != 0 || bud.inUse() != 0 {
+		t.Fatalf("mode %d: the reader kept %d bytes of budget (%d of its own)", mode, all.inUse(), bud.inUse())
+	}
 }

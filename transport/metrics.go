@@ -16,7 +16,12 @@ type metrics struct {
 	conns    prometheus.Gauge
 	accepted prometheus.Counter
 	rejected prometheus.Counter
+	evicted  prometheus.Counter
+	timedOut *prometheus.CounterVec
 	protoErr prometheus.Counter
+	// bufferFull counts requests refused because the request-buffer budget was
+	// spent (also counted as protocol errors).
+	bufferFull prometheus.Counter
 
 	cache sync.Map // seriesKey -> *series
 }
@@ -42,11 +47,23 @@ func newMetrics(reg *prometheus.Registry, be Backend) *metrics {
 		}),
 		rejected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rookery_client_connections_rejected_total",
-			Help: "RESP connections refused because the client limit was reached.",
+			Help: "RESP connections refused because every slot was held by an authenticated client.",
 		}),
+		evicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rookery_client_connections_evicted_total",
+			Help: "Unauthenticated RESP connections closed to make room for a new connection.",
+		}),
+		timedOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rookery_client_connections_timed_out_total",
+			Help: "RESP connections closed for idleness (reason idle) or for not authenticating in time (reason auth).",
+		}, []string{"reason"}),
 		protoErr: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rookery_protocol_errors_total",
 			Help: "RESP connections closed for a malformed request.",
+		}),
+		bufferFull: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rookery_request_buffer_refusals_total",
+			Help: "RESP requests refused because all connections' request buffers together were at --max-request-buffer.",
 		}),
 	}
 	if reg == nil {
@@ -57,9 +74,24 @@ func newMetrics(reg *prometheus.Registry, be Backend) *metrics {
 	m.conns = register(reg, m.conns)
 	m.accepted = register(reg, m.accepted)
 	m.rejected = register(reg, m.rejected)
+	m.evicted = register(reg, m.evicted)
+	m.timedOut = register(reg, m.timedOut)
 	m.protoErr = register(reg, m.protoErr)
+	m.bufferFull = register(reg, m.bufferFull)
 	registerNodeGauges(reg, be)
 	return m
+}
+
+// registerBudgetGauge exports what the request readers hold. A second server on
+// the same registry (tests) keeps the first one's series.
+func registerBudgetGauge(reg *prometheus.Registry, bud *budget) {
+	if reg == nil {
+		return
+	}
+	_ = reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rookery_request_buffer_bytes",
+		Help: "Bytes the RESP request readers hold beyond their idle buffers, against --max-request-buffer.",
+	}, func() float64 { return float64(bud.inUse()) }))
 }
 
 // register registers c, or returns the collector already registered under the

@@ -9,10 +9,14 @@ import (
 
 // Limits of the request reader that do not depend on Config.
 const (
-	readBufSize    = 16 << 10 // initial and idle buffer size
+	readBufIdle    = 1 << 10  // a new or idle connection's buffer
+	readBufBusy    = 16 << 10 // most a buffer grows to for throughput; beyond, only for one big request
 	maxInlineBytes = 64 << 10 // an inline (telnet) request line, as Redis
 	maxHeaderBytes = 32       // a "*N" or "$N" line including CRLF
 	maxBatch       = 1024     // requests handed out per batch
+	marksFree      = 512      // argument table entries (two per argument) held without charge
+	chargeQuantum  = 16 << 10 // argument copies a batch holds before the budget is charged
+	sliceHeader    = 24       // bytes of a []byte header: a copied argument costs this besides its data
 )
 
 // protocolError is a malformed request; the connection answers
@@ -24,17 +28,54 @@ func (e protocolError) Error() string { return "Protocol error: " + string(e) }
 // errIncomplete reports that the buffer ends inside a request.
 var errIncomplete = errors.New("incomplete request")
 
+// readLimits are what a server's readers enforce; all of them share one value.
+type readLimits struct {
+	maxReq  int // most bytes one request may occupy on the wire
+	maxArgs int // most arguments one request may announce
+	maxBulk int // most bytes one argument may hold, unless argBytes allows more
+	// argBytes, if set, is asked about an argument longer than maxBulk: the most
+	// bytes argument i (counting the command name as 0) may hold, given the
+	// arguments before it. The common path never calls it.
+	argBytes func(req argView, i int) int
+}
+
+// bufCap is the largest buffer a request can need: once it holds maxReq bytes
+// plus one header (or a whole inline line), the request is complete or refused.
+func (l *readLimits) bufCap() int {
+	return max(l.maxReq+maxHeaderBytes, maxInlineBytes+1)
+}
+
+// argView shows a limit function the arguments of the request being parsed,
+// without copying them.
+type argView struct {
+	in    []byte
+	marks []int
+}
+
+// len is the number of arguments parsed so far.
+func (v argView) len() int { return len(v.marks) / 2 }
+
+// arg is argument i, which must be below len.
+func (v argView) arg(i int) []byte { return v.in[v.marks[2*i]:v.marks[2*i+1]] }
+
 // reader reads RESP requests, multibulk or inline, from a client. It parses
 // incrementally: a request split over many reads is scanned once, not from its
 // start on every read, and its limits are checked from its headers, before the
 // bytes they announce arrive.
 type reader struct {
-	src     io.Reader
-	maxReq  int // most bytes one request may occupy on the wire
-	maxArgs int // most arguments one request may announce
+	src io.Reader
+	lim *readLimits
+	bud *budget // what the reader holds is charged here; nil for no bound
+	// preAuth applies the limits of a connection that has not authenticated yet
+	// (PreAuthMaxArgs, PreAuthMaxBulkBytes) and hands out one request per batch,
+	// so that the request after an AUTH is parsed under the limits AUTH lifted.
+	// The connection sets it before each readBatch.
+	preAuth bool
 
-	buf  []byte
-	r, w int // buf[r:w] is input not yet handed out
+	buf   []byte // nil until the first read
+	r, w  int    // buf[r:w] is input not yet handed out
+	burst int    // bytes read since the buffer was last drained
+	full  bool   // the last Read filled the buffer: the client sends faster than it drains
 
 	// State of the multibulk request that starts at buf[r].
 	argc  int   // arguments announced; 0 when no multibulk header has been parsed
@@ -42,19 +83,29 @@ type reader struct {
 	marks []int // start, end of each argument parsed so far, relative to r
 
 	err error // a read or protocol error held back until the batch before it is served
+
+	// Budget accounting (see budget.go).
+	charged int64 // for buf and marks beyond their free sizes
+	held    int64 // for the copies handed out since the last release
+	owed    int64 // copies handed out since the last release and not charged yet
 }
 
-func newReader(src io.Reader, maxReq, maxArgs int) *reader {
-	return &reader{src: src, maxReq: maxReq, maxArgs: maxArgs, buf: make([]byte, readBufSize)}
+func newReader(src io.Reader, lim *readLimits, bud *budget) *reader {
+	return &reader{src: src, lim: lim, bud: bud}
 }
 
-// readBatch returns every complete request already received (at most maxBatch),
-// blocking only while there is none. Each request's arguments are a private copy.
-// An error is returned only when no request precedes it.
+// readBatch returns every complete request already received (at most maxBatch,
+// or one before authentication), blocking only while there is none. Each
+// request's arguments are a private copy. An error is returned only when no
+// request precedes it.
 func (rd *reader) readBatch() ([][][]byte, error) {
+	limit := maxBatch
+	if rd.preAuth {
+		limit = 1
+	}
 	for {
 		var batch [][][]byte
-		for len(batch) < maxBatch && rd.err == nil {
+		for len(batch) < limit && rd.err == nil {
 			args, err := rd.next()
 			if err == errIncomplete {
 				break
@@ -79,28 +130,41 @@ func (rd *reader) readBatch() ([][][]byte, error) {
 	}
 }
 
-// fill reads more input, first making room: it moves the pending request to the
-// front of the buffer and doubles the buffer when that is not enough, so the buffer
-// is never more than twice the bytes actually received.
+// fill reads more input, first making room. The buffer starts small, so an idle
+// connection costs little; it doubles when one request needs more room, and
+// when a read filled it (a pipelining client: fewer reads, bigger batches) up to
+// readBufBusy. Once drained, before the connection waits again, it goes back
+// to the idle size if it was grown for a big request, or if less than a quarter
+// of it was read since it was last drained: the client no longer sends enough to
+// need it. (So a pipelining client that goes quiet keeps at most readBufBusy;
+// the budget counts it.)
 func (rd *reader) fill() error {
 	if rd.r == rd.w {
 		rd.r, rd.w = 0, 0
-		if len(rd.buf) > readBufSize {
-			rd.buf = make([]byte, readBufSize)
+		if len(rd.buf) > readBufIdle && (len(rd.buf) > readBufBusy || rd.burst < len(rd.buf)/4) {
+			rd.recharge(0, cap(rd.marks))
+			rd.buf = nil
 		}
+		rd.burst = 0
 	}
-	if rd.w == len(rd.buf) {
-		if rd.r > 0 {
-			n := copy(rd.buf, rd.buf[rd.r:rd.w])
-			rd.r, rd.w = 0, n
-		} else {
-			grown := make([]byte, 2*len(rd.buf))
-			copy(grown, rd.buf[:rd.w])
-			rd.buf = grown
+	switch {
+	case rd.buf == nil:
+		rd.buf = make([]byte, readBufIdle)
+	case rd.w < len(rd.buf):
+	case rd.r == 0 || rd.full && len(rd.buf) < readBufBusy:
+		if err := rd.grow(); err != nil {
+			if rd.r == 0 {
+				return err // one request fills the buffer and cannot have more
+			}
+			rd.compact() // growing was only for speed
 		}
+	default:
+		rd.compact()
 	}
 	n, err := rd.src.Read(rd.buf[rd.w:])
 	rd.w += n
+	rd.burst += n
+	rd.full = rd.w == len(rd.buf)
 	if n > 0 {
 		return nil
 	}
@@ -108,6 +172,38 @@ func (rd *reader) fill() error {
 		err = io.ErrNoProgress
 	}
 	return err
+}
+
+// grow doubles the buffer, moving the pending input to its front, if the budget
+// allows.
+func (rd *reader) grow() error {
+	size := min(2*len(rd.buf), rd.lim.bufCap())
+	if size <= len(rd.buf) { // cannot happen: the parser refuses such a request first
+		return protocolError(fmt.Sprintf("request larger than %d bytes", rd.lim.maxReq))
+	}
+	if !rd.recharge(size, cap(rd.marks)) {
+		return errBudget
+	}
+	grown := make([]byte, size)
+	rd.w = copy(grown, rd.buf[rd.r:rd.w])
+	rd.r, rd.buf = 0, grown
+	return nil
+}
+
+// compact moves the pending input to the front of the buffer.
+func (rd *reader) compact() {
+	rd.w = copy(rd.buf, rd.buf[rd.r:rd.w])
+	rd.r = 0
+}
+
+// growMarks doubles the argument table if the budget allows.
+func (rd *reader) growMarks() error {
+	size := max(16, 2*cap(rd.marks))
+	if !rd.recharge(len(rd.buf), size) {
+		return errBudget
+	}
+	rd.marks = append(make([]int, 0, size), rd.marks...)
+	return nil
 }
 
 // next parses one request from the buffer. It returns (nil, nil) for an empty
@@ -134,8 +230,11 @@ func (rd *reader) multibulk() ([][]byte, error) {
 			rd.r += end // "*0" and "*-1" are empty requests
 			return nil, nil
 		}
-		if n > int64(rd.maxArgs) {
-			return nil, protocolError(fmt.Sprintf("too many arguments: %d (max %d)", n, rd.maxArgs))
+		if rd.preAuth && n > PreAuthMaxArgs {
+			return nil, protocolError("unauthenticated multibulk length")
+		}
+		if n > int64(rd.lim.maxArgs) {
+			return nil, protocolError(fmt.Sprintf("too many arguments: %d (max %d)", n, rd.lim.maxArgs))
 		}
 		rd.argc, rd.pos = int(n), end
 		rd.marks = rd.marks[:0]
@@ -151,11 +250,10 @@ func (rd *reader) multibulk() ([][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if n < 0 {
-			return nil, protocolError("invalid bulk length")
-		}
-		if n > int64(rd.maxReq)-int64(end)-2 { // written so it cannot overflow
-			return nil, protocolError(fmt.Sprintf("request larger than %d bytes", rd.maxReq))
+		if n < 0 || n > int64(rd.lim.maxBulk) || rd.preAuth || n > int64(rd.lim.maxReq)-int64(end)-2 {
+			if err := rd.checkBulk(in, n, end); err != nil {
+				return nil, err
+			}
 		}
 		stop := end + int(n)
 		if stop+2 > len(in) {
@@ -164,13 +262,54 @@ func (rd *reader) multibulk() ([][]byte, error) {
 		if in[stop] != '\r' || in[stop+1] != '\n' {
 			return nil, protocolError("invalid bulk length")
 		}
+		if len(rd.marks) == cap(rd.marks) {
+			if err := rd.growMarks(); err != nil {
+				return nil, err
+			}
+		}
 		rd.marks = append(rd.marks, end, stop)
 		rd.pos = stop + 2
 	}
-	args := rd.copyArgs(in, rd.marks)
+	args, err := rd.copyArgs(in, rd.marks)
+	if err != nil {
+		return nil, err
+	}
 	rd.r += rd.pos
 	rd.argc, rd.pos = 0, 0
+	if cap(rd.marks) > marksFree {
+		rd.marks = nil // a request of many arguments does not pin its table
+		rd.recharge(len(rd.buf), 0)
+	}
 	return args, nil
+}
+
+// checkBulk applies the limits to a bulk string of n bytes whose header ends at
+// in[end], the next argument of the request being parsed: before
+// authentication Redis's 16 KB; for everybody the request size, and the item
+// size unless the server's argBytes allows this argument more.
+func (rd *reader) checkBulk(in []byte, n int64, end int) error {
+	switch {
+	case n < 0:
+		return protocolError("invalid bulk length")
+	case rd.preAuth && n > PreAuthMaxBulkBytes:
+		return protocolError("unauthenticated bulk length")
+	case n > int64(rd.lim.maxReq)-int64(end)-2: // written so it cannot overflow
+		return protocolError(fmt.Sprintf("request larger than %d bytes", rd.lim.maxReq))
+	case n <= int64(rd.lim.maxBulk):
+		return nil
+	}
+	i := len(rd.marks) / 2
+	if rd.lim.argBytes == nil || i == 0 {
+		return protocolError(fmt.Sprintf("bulk string of %d bytes exceeds --max-item-size (%d)", n, rd.lim.maxBulk))
+	}
+	lim := rd.lim.argBytes(argView{in: in, marks: rd.marks}, i)
+	switch {
+	case n <= int64(lim):
+		return nil
+	case lim == rd.lim.maxBulk:
+		return protocolError(fmt.Sprintf("bulk string of %d bytes exceeds --max-item-size (%d)", n, lim))
+	}
+	return protocolError(fmt.Sprintf("bulk string of %d bytes exceeds the %d this argument may hold", n, lim))
 }
 
 // header parses a "*N\r\n" or "$N\r\n" line starting at in[at] and returns N and
@@ -196,10 +335,13 @@ func header(in []byte, at int, what string) (int64, int, error) {
 
 // copyArgs copies the marked arguments into one allocation owned by the caller:
 // the buffer is reused, and a write's items live on in the log queue.
-func (rd *reader) copyArgs(in []byte, marks []int) [][]byte {
+func (rd *reader) copyArgs(in []byte, marks []int) ([][]byte, error) {
 	total := 0
 	for i := 0; i < len(marks); i += 2 {
 		total += marks[i+1] - marks[i]
+	}
+	if err := rd.owe(total, len(marks)/2); err != nil {
+		return nil, err
 	}
 	data := make([]byte, 0, total)
 	args := make([][]byte, 0, len(marks)/2)
@@ -208,10 +350,12 @@ func (rd *reader) copyArgs(in []byte, marks []int) [][]byte {
 		data = append(data, in[marks[i]:marks[i+1]]...)
 		args = append(args, data[start:len(data):len(data)])
 	}
-	return args
+	return args, nil
 }
 
 // inline parses a telnet-style request line, split as Redis's sdssplitargs does.
+// The line's 64 KB bound the arguments, so neither the item size nor, before
+// authentication, the bulk size applies; the argument counts do.
 func (rd *reader) inline() ([][]byte, error) {
 	in := rd.buf[rd.r:rd.w]
 	nl := bytes.IndexByte(in, '\n')
@@ -230,11 +374,18 @@ func (rd *reader) inline() ([][]byte, error) {
 	if !ok {
 		return nil, protocolError("unbalanced quotes in request")
 	}
-	if len(args) > rd.maxArgs {
-		return nil, protocolError(fmt.Sprintf("too many arguments: %d (max %d)", len(args), rd.maxArgs))
+	if rd.preAuth && len(args) > PreAuthMaxArgs {
+		return nil, protocolError(fmt.Sprintf("unauthenticated inline request of %d arguments (max %d)",
+			len(args), PreAuthMaxArgs))
+	}
+	if len(args) > rd.lim.maxArgs {
+		return nil, protocolError(fmt.Sprintf("too many arguments: %d (max %d)", len(args), rd.lim.maxArgs))
 	}
 	if len(args) == 0 {
 		return nil, nil
+	}
+	if err := rd.owe(len(line), len(args)); err != nil {
+		return nil, err
 	}
 	return args, nil
 }

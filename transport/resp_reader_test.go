@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -20,6 +21,12 @@ func (r *oneByteReader) Read(p []byte) (int, error) {
 	p[0] = r.data[0]
 	r.data = r.data[1:]
 	return 1, nil
+}
+
+// newTestReader is a reader with the given request and argument limits, no item
+// limit below the request size, no per-argument limits and no budget.
+func newTestReader(src io.Reader, maxReq, maxArgs int) *reader {
+	return newReader(src, &readLimits{maxReq: maxReq, maxArgs: maxArgs, maxBulk: maxReq}, nil)
 }
 
 func argsString(cmds [][][]byte) string {
@@ -66,7 +73,7 @@ func TestReaderRequests(t *testing.T) {
 			if slow {
 				src = &oneByteReader{data: []byte(c.in)}
 			}
-			got, err := readAll(newReader(src, 1<<20, 1<<10))
+			got, err := readAll(newTestReader(src, 1<<20, 1<<10))
 			if !errors.Is(err, io.EOF) {
 				t.Errorf("%q (slow %v): err %v, want EOF", c.in, slow, err)
 			}
@@ -98,7 +105,7 @@ func TestReaderProtocolErrors(t *testing.T) {
 		var err error
 		go func() {
 			defer close(done)
-			_, err = readAll(newReader(strings.NewReader(c.in), 1<<16, 1<<10))
+			_, err = readAll(newTestReader(strings.NewReader(c.in), 1<<16, 1<<10))
 		}()
 		select {
 		case <-done:
@@ -115,7 +122,7 @@ func TestReaderProtocolErrors(t *testing.T) {
 // A request before a protocol error is still handed out first, so its reply is
 // written before the connection closes.
 func TestReaderServesRequestsBeforeAnError(t *testing.T) {
-	rd := newReader(strings.NewReader("*1\r\n$4\r\nPING\r\n*1\r\n+x\r\n"), 1<<16, 16)
+	rd := newTestReader(strings.NewReader("*1\r\n$4\r\nPING\r\n*1\r\n+x\r\n"), 1<<16, 16)
 	b, err := rd.readBatch()
 	if err != nil || argsString(b) != "PING" {
 		t.Fatalf("first batch %q, %v", argsString(b), err)
@@ -131,7 +138,7 @@ func TestReaderArgumentsAreCopies(t *testing.T) {
 	for i := 0; i < 3000; i++ {
 		in.WriteString("*2\r\n$4\r\nECHO\r\n$8\r\nabcdefgh\r\n")
 	}
-	rd := newReader(&oneByteReader{data: in.Bytes()}, 1<<16, 16)
+	rd := newTestReader(&oneByteReader{data: in.Bytes()}, 1<<16, 16)
 	all, err := readAll(rd)
 	if !errors.Is(err, io.EOF) || len(all) != 3000 {
 		t.Fatalf("%d requests, %v", len(all), err)
@@ -151,7 +158,7 @@ func TestReaderBigRequest(t *testing.T) {
 	in.WriteString("*2\r\n$4\r\nECHO\r\n$1048576\r\n")
 	in.Write(item)
 	in.WriteString("\r\n*1\r\n$4\r\nPING\r\n")
-	rd := newReader(&in, 2<<20, 16)
+	rd := newTestReader(&in, 2<<20, 16)
 	b, err := rd.readBatch()
 	if err != nil || len(b) < 1 || !bytes.Equal(b[0][1], item) {
 		t.Fatalf("big request: %d requests, %v", len(b), err)
@@ -160,8 +167,134 @@ func TestReaderBigRequest(t *testing.T) {
 	if !errors.Is(err, io.EOF) || argsString(append(b[1:], rest...)) != "PING" {
 		t.Fatalf("after big request: %q, %v", argsString(rest), err)
 	}
-	if len(rd.buf) > readBufSize {
+	if len(rd.buf) > readBufIdle {
 		t.Fatalf("buffer stayed at %d bytes", len(rd.buf))
+	}
+}
+
+// A reader holds no buffer until its first read and a small one after it, so an
+// idle connection costs little.
+func TestReaderIdleBuffer(t *testing.T) {
+	rd := newTestReader(strings.NewReader(encode("PING")), 1<<20, 16)
+	if rd.buf != nil {
+		t.Fatalf("buffer of %d bytes before any read", len(rd.buf))
+	}
+	if b, err := rd.readBatch(); err != nil || argsString(b) != "PING" {
+		t.Fatalf("%q, %v", argsString(b), err)
+	}
+	if len(rd.buf) != readBufIdle {
+		t.Fatalf("buffer of %d bytes after a PING", len(rd.buf))
+	}
+}
+
+// A pipelining client's buffer grows to take a pipeline per read, no further,
+// and goes back to the idle size when the client sends little again.
+func TestReaderPipelineBuffer(t *testing.T) {
+	var pipeline bytes.Buffer
+	for i := 0; i < 100; i++ {
+		pipeline.WriteString(encode("BF.ADD", "k", fmt.Sprint("item-", i)))
+	}
+	src := &repeatReader{data: pipeline.Bytes()}
+	rd := newTestReader(src, 1<<20, 16)
+	for i := 0; i < 20; i++ {
+		if _, err := rd.readBatch(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := rd.readBatch()
+	if err != nil || len(b) != 100 || len(rd.buf) > readBufBusy {
+		t.Fatalf("steady pipeline: batches of %d, buffer of %d bytes, %v", len(b), len(rd.buf), err)
+	}
+	src.data, src.off = []byte(encode("PING")), 0
+	rd.readBatch() // read into the pipeline's buffer...
+	rd.readBatch() // ...which, a PING later, is seen to be too big
+	if len(rd.buf) != readBufIdle {
+		t.Fatalf("buffer of %d bytes after the client went back to single requests", len(rd.buf))
+	}
+}
+
+// Before authentication the reader hands out one request per batch and applies
+// Redis's limits; the request after AUTH is parsed under the normal ones.
+func TestReaderPreAuth(t *testing.T) {
+	in := encode("AUTH", "pw") + encode("ECHO", strings.Repeat("x", 20000)) + encode("PING") + encode("PING")
+	rd := newTestReader(strings.NewReader(in), 1<<20, 16)
+	rd.preAuth = true
+	b, err := rd.readBatch()
+	if err != nil || argsString(b) != "AUTH|pw" {
+		t.Fatalf("first batch before AUTH: %q, %v", argsString(b), err)
+	}
+	rd.preAuth = false
+	b, err = rd.readBatch()
+	if err != nil || len(b) != 3 || len(b[0][1]) != 20000 {
+		t.Fatalf("after AUTH: %d requests, %v", len(b), err)
+	}
+	for in, want := range map[string]string{
+		"*11\r\n":                       "Protocol error: unauthenticated multibulk length",
+		"*1\r\n$16385\r\n":              "Protocol error: unauthenticated bulk length",
+		encode("PING") + encode("PING"): "",
+	} {
+		rd := newTestReader(strings.NewReader(in), 1<<20, 16)
+		rd.preAuth = true
+		var err error
+		for err == nil {
+			var b [][][]byte
+			if b, err = rd.readBatch(); len(b) > 1 {
+				t.Fatalf("%q: %d requests in a batch", in, len(b))
+			}
+		}
+		if want == "" && !errors.Is(err, io.EOF) || want != "" && (err == nil || err.Error() != want) {
+			t.Errorf("%q: %v, want %q", in, err, want)
+		}
+	}
+}
+
+// The limit function may let one argument be larger than an item; it is asked
+// only about arguments over the item size.
+func TestReaderArgumentLimit(t *testing.T) {
+	asked := 0
+	lim := &readLimits{maxReq: 1 << 20, maxArgs: 16, maxBulk: 10, argBytes: func(req argView, i int) int {
+		asked++
+		if string(req.arg(0)) == "LOAD" && i == 2 {
+			return 100
+		}
+		return 10
+	}}
+	in := encode("LOAD", "k", strings.Repeat("d", 100)) + encode("LOAD", "k", "short") +
+		encode("LOAD", strings.Repeat("k", 11), "d")
+	all, err := readAll(newReader(strings.NewReader(in), lim, nil))
+	if len(all) != 2 || err == nil || err.Error() != "Protocol error: bulk string of 11 bytes exceeds --max-item-size (10)" {
+		t.Fatalf("%d requests, %v", len(all), err)
+	}
+	if asked != 2 {
+		t.Fatalf("limit function asked %d times, want 2", asked)
+	}
+	_, err = readAll(newReader(strings.NewReader(encode("LOAD", "k", strings.Repeat("d", 101))), lim, nil))
+	if err == nil || err.Error() != "Protocol error: bulk string of 101 bytes exceeds the 100 this argument may hold" {
+		t.Fatalf("over the argument's limit: %v", err)
+	}
+}
+
+// A reader charges its budget for buffer growth and big copies, refuses what
+// does not fit, and gives everything back.
+func TestReaderBudget(t *testing.T) {
+	bud := newBudget(100<<10, nil)
+	lim := &readLimits{maxReq: 1 << 20, maxArgs: 16, maxBulk: 1 << 20}
+	small := encode("ECHO", strings.Repeat("s", 30<<10))
+	rd := newReader(strings.NewReader(small+encode("ECHO", strings.Repeat("b", 60<<10))), lim, bud)
+	b, err := rd.readBatch()
+	if err != nil || len(b) != 1 {
+		t.Fatalf("request within the budget: %d, %v", len(b), err)
+	}
+	if n := bud.inUse(); n < 30<<10+32<<10-readBufIdle {
+		t.Fatalf("budget holds %d bytes for a 32 KB buffer and a 30 KB copy", n)
+	}
+	rd.release()
+	if _, err := rd.readBatch(); err != errBudget {
+		t.Fatalf("request over the budget: %v", err)
+	}
+	rd.close()
+	if n := bud.inUse(); n != 0 {
+		t.Fatalf("budget holds %d bytes after close", n)
 	}
 }
 
@@ -193,5 +326,39 @@ func TestSplitArgs(t *testing.T) {
 		if strings.Join(gs, "|") != strings.Join(c.want, "|") || len(gs) != len(c.want) {
 			t.Errorf("%q: got %q, want %q", c.in, gs, c.want)
 		}
+	}
+}
+
+// repeatReader is a stream of the same pipeline over and over, handing out at
+// most the rest of the current copy per Read, as a client that sends its next
+// pipeline when the last one is answered.
+type repeatReader struct {
+	data []byte
+	off  int
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	n := copy(p, r.data[r.off:])
+	r.off = (r.off + n) % len(r.data)
+	return n, nil
+}
+
+// BenchmarkReader measures reading and copying a pipeline of 100 BF.ADD requests,
+// one batch per read. One op is one request.
+func BenchmarkReader(b *testing.B) {
+	var in bytes.Buffer
+	for i := 0; i < 100; i++ {
+		in.WriteString(encode("BF.ADD", "bench", "item-"+strings.Repeat("x", i%10)))
+	}
+	rd := newTestReader(&repeatReader{data: in.Bytes()}, 1<<20, 1<<10)
+	b.ReportAllocs()
+	b.SetBytes(int64(in.Len()) / 100)
+	for done := 0; done < b.N; {
+		batch, err := rd.readBatch()
+		if err != nil {
+			b.Fatal(err)
+		}
+		done += len(batch)
+		rd.release()
 	}
 }

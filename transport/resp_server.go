@@ -38,12 +38,19 @@ type Server struct {
 	ctx    context.Context // ends when Close gives up waiting; bounds every wait
 	cancel context.CancelFunc
 
+	// Request readers: their limits, and the budget of what they may hold
+	// together (budget.go), of which strangers may use a quarter.
+	rlim           *readLimits
+	budget         *budget
+	strangerBudget *budget
+
 	stopping  atomic.Bool
-	clients   atomic.Int64
+	clients   atomic.Int64 // connections holding a slot
 	nextID    atomic.Uint64
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
+	slots     slots          // admission.go
 	wg        sync.WaitGroup // connection goroutines
 }
 
@@ -51,12 +58,19 @@ type Server struct {
 func New(cfg Config, be Backend) *Server {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
+	all := newBudget(cfg.MaxRequestBuffer, nil)
+	s := &Server{
 		cfg: cfg, be: be, log: cfg.Logger, cmds: commandTable(),
 		m: newMetrics(cfg.Registry, be), started: time.Now(),
 		ctx: ctx, cancel: cancel,
+		budget: all, strangerBudget: newBudget(cfg.MaxRequestBuffer/4, all),
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
+		slots: newSlots(cfg.MaxClients),
 	}
+	s.rlim = &readLimits{maxReq: cfg.MaxRequestBytes, maxArgs: cfg.maxArgs(),
+		maxBulk: cfg.MaxItemBytes, argBytes: s.argBytes}
+	registerBudgetGauge(cfg.Registry, all)
+	return s
 }
 
 // Serve accepts connections on ln until Close; it then returns ErrServerClosed.
@@ -95,29 +109,53 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// accept starts a connection's goroutine, or refuses it over the client limit.
+// accept starts a connection's goroutine, making room for it if it must
+// (admission.go), or refuses it when every slot is held by an authenticated
+// connection.
 func (s *Server) accept(nc net.Conn) {
+	c := s.newConn(nc)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.stopping.Load() {
+		s.mu.Unlock()
 		nc.Close()
 		return
 	}
-	full := s.clients.Load() >= int64(s.cfg.MaxClients)
-	c := &conn{s: s, nc: nc, rd: newReader(nc, s.cfg.MaxRequestBytes, s.cfg.maxArgs()),
-		wr: redcon.NewWriter(nc), sess: session{id: s.nextID.Add(1), proto: 2, level: s.cfg.DefaultReadLevel}}
-	c.sess.authed = s.cfg.RequirePass == ""
+	ok, evict := s.admit(c)
 	s.wg.Add(1)
-	if full {
+	if ok {
+		s.conns[c] = struct{}{}
+		s.m.accepted.Inc()
+	} else {
 		s.m.rejected.Inc()
+	}
+	s.mu.Unlock()
+	if evict != nil {
+		evict.nc.Close() // its goroutine ends on the failed read
+	}
+	if !ok {
 		go c.refuse()
 		return
 	}
-	s.conns[c] = struct{}{}
-	s.clients.Add(1)
-	s.m.conns.Inc()
-	s.m.accepted.Inc()
 	go c.serve()
+}
+
+// newConn prepares a connection. Nothing sizeable is allocated before the client
+// sends something: the reader's buffer comes with the first read, redcon's
+// writer buffer with the first reply.
+func (s *Server) newConn(nc net.Conn) *conn {
+	c := &conn{s: s, nc: nc, wr: redcon.NewWriter(nc),
+		sess: session{id: s.nextID.Add(1), proto: 2, level: s.cfg.DefaultReadLevel}}
+	c.sess.authed = s.cfg.RequirePass == ""
+	c.stranger = !c.sess.authed
+	bud := s.budget
+	if c.stranger {
+		bud = s.strangerBudget
+		if s.cfg.AuthTimeout > 0 {
+			c.authBy = time.Now().Add(s.cfg.AuthTimeout)
+		}
+	}
+	c.rd = newReader(nc, s.rlim, bud)
+	return c
 }
 
 // Close stops accepting, lets every connection finish the batch it is serving
@@ -159,6 +197,14 @@ type conn struct {
 	wr   *redcon.Writer
 	sess session
 
+	// Slot accounting (admission.go), guarded by s.mu.
+	stranger     bool  // has not authenticated and holds a stranger's slot
+	slotHeld     bool  // counted in s.clients
+	older, newer *conn // neighbours in the strangers' list
+
+	authBy        time.Time // a stranger is closed at this time (zero: never)
+	deadlineArmed bool      // a read deadline is set on nc
+
 	out     []byte    // replies of the current batch, in request order
 	pending []pending // replies that cannot be written yet
 
@@ -189,41 +235,84 @@ func (c *conn) refuse() {
 	c.nc.Close()
 }
 
-// serve is the connection's loop: read a batch, execute it, flush once.
+// serve is the connection's loop: read a batch, execute it, flush once. Before
+// authentication the reader hands out one request per batch, so a request after
+// AUTH is read under the limits AUTH lifted.
 func (c *conn) serve() {
 	defer c.done()
 	for {
-		if c.s.cfg.IdleTimeout > 0 {
-			c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
-		}
+		c.armReadDeadline()
 		if c.s.stopping.Load() {
 			return
 		}
+		authed := c.sess.authed
+		c.rd.preAuth = !authed
 		batch, err := c.rd.readBatch()
 		if err != nil {
-			var pe protocolError
-			if errors.As(err, &pe) {
-				c.s.m.protoErr.Inc()
-				c.s.log.Debug("protocol error", "remote", c.nc.RemoteAddr().String(), "err", err)
-				c.wr.WriteError("ERR " + pe.Error())
-				c.flush()
-			}
+			c.readFailed(err)
 			return
 		}
 		c.exec(batch)
+		if !authed && c.sess.authed {
+			c.s.promote(c)
+			c.rd.authenticated()
+		}
+		c.rd.release() // the batch has executed: its arguments are garbage
 		if c.flush() != nil || c.sess.quit {
 			return
 		}
 	}
 }
 
+// armReadDeadline bounds the next read by the idle timeout and, before
+// authentication, by the authentication deadline. It makes no system call when
+// neither applies.
+func (c *conn) armReadDeadline() {
+	var d time.Time
+	if c.s.cfg.IdleTimeout > 0 {
+		d = time.Now().Add(c.s.cfg.IdleTimeout)
+	}
+	if !c.sess.authed && !c.authBy.IsZero() && (d.IsZero() || c.authBy.Before(d)) {
+		d = c.authBy
+	}
+	if d.IsZero() && !c.deadlineArmed {
+		return
+	}
+	c.nc.SetReadDeadline(d)
+	c.deadlineArmed = !d.IsZero()
+}
+
+// readFailed answers a protocol error before the connection closes, and counts
+// why it closes.
+func (c *conn) readFailed(err error) {
+	var pe protocolError
+	var ne net.Error
+	switch {
+	case errors.As(err, &pe):
+		c.s.m.protoErr.Inc()
+		if pe == errBudget {
+			c.s.m.bufferFull.Inc()
+		}
+		c.s.log.Debug("protocol error", "remote", c.nc.RemoteAddr().String(), "err", err)
+		c.wr.WriteError("ERR " + pe.Error())
+		c.flush()
+	case c.s.stopping.Load():
+	case errors.As(err, &ne) && ne.Timeout():
+		reason := "idle"
+		if !c.sess.authed && !c.authBy.IsZero() && !time.Now().Before(c.authBy) {
+			reason = "auth"
+		}
+		c.s.m.timedOut.WithLabelValues(reason).Inc()
+	}
+}
+
 func (c *conn) done() {
 	c.nc.Close()
+	c.rd.close()
 	c.s.mu.Lock()
 	delete(c.s.conns, c)
+	c.s.releaseSlot(c)
 	c.s.mu.Unlock()
-	c.s.clients.Add(-1)
-	c.s.m.conns.Dec()
 	c.s.wg.Done()
 }
 
@@ -233,7 +322,11 @@ func (c *conn) flush() error {
 	if cap(c.out) > 1<<20 {
 		c.out = nil // do not pin a big reply's buffer
 	}
-	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	d := time.Now().Add(writeTimeout)
+	if !c.sess.authed && !c.authBy.IsZero() && c.authBy.Before(d) {
+		d = c.authBy // a stranger that does not read its replies is not waited for longer
+	}
+	c.nc.SetWriteDeadline(d)
 	return c.wr.Flush()
 }
 

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/filters"
 	"github.com/rookerydb/rookery/fsm"
 )
 
@@ -466,5 +470,90 @@ func TestServerDefaultReadLevel(t *testing.T) {
 	ev := ts.be.eventLog()
 	if count(ev, "barrier:stale") != 1 || count(ev, "barrier:lin") != 1 {
 		t.Fatalf("barriers %v, want one stale then one linearizable", ev)
+	}
+}
+
+// TestServerIdleTimeout: a connection that sends nothing for IdleTimeout is
+// closed; one that keeps sending is not.
+func TestServerIdleTimeout(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	ts := mustStartServer(t, Config{IdleTimeout: idle})
+	start := time.Now()
+	quiet, active := dialRaw(t, ts.addr), dialRaw(t, ts.addr)
+	quiet.do("PING")
+	for time.Since(start) < 3*idle {
+		if got := active.do("PING"); got != "+PONG\r\n" {
+			t.Fatalf("active connection after %v: %q", time.Since(start), got)
+		}
+		time.Sleep(idle / 4)
+	}
+	quiet.expectClosed()
+	if d := time.Since(start); d < idle {
+		t.Errorf("idle connection closed after %v, before %v", d, idle)
+	}
+	waitFor(t, "the timeout counted", func() bool {
+		return testutil.ToFloat64(ts.s.m.timedOut.WithLabelValues("idle")) == 1
+	})
+}
+
+// TestServerItemLimitFromHeader: a bulk string over MaxItemBytes is refused from
+// its header, before its bytes are read; LOADCHUNK's data may be as large as a
+// dump chunk, directly or under IDEM, and no larger.
+func TestServerItemLimitFromHeader(t *testing.T) {
+	ts := mustStartServer(t, Config{MaxItemBytes: 1000})
+	cases := []struct{ in, want string }{
+		{"*2\r\n$4\r\nECHO\r\n$1001\r\n", "-ERR Protocol error: bulk string of 1001 bytes exceeds --max-item-size (1000)\r\n"},
+		{"*1\r\n$5000\r\n", "-ERR Protocol error: bulk string of 5000 bytes exceeds --max-item-size (1000)\r\n"},
+		{"*4\r\n$12\r\nBF.LOADCHUNK\r\n$1\r\nk\r\n$1\r\n1\r\n$1048641\r\n",
+			"-ERR Protocol error: bulk string of 1048641 bytes exceeds the 1048640 this argument may hold\r\n"},
+		{"*4\r\n$12\r\nBF.LOADCHUNK\r\n$1001\r\n", "-ERR Protocol error: bulk string of 1001 bytes exceeds --max-item-size (1000)\r\n"},
+		{"*7\r\n$4\r\nIDEM\r\n$1\r\n1\r\n$1\r\n1\r\n$12\r\ncf.loadchunk\r\n$1\r\nk\r\n$1\r\n1\r\n$2000000\r\n",
+			"-ERR Protocol error: bulk string of 2000000 bytes exceeds the 1048640 this argument may hold\r\n"},
+		{"*7\r\n$4\r\nIDEM\r\n$1\r\n1\r\n$1\r\n1\r\n$12\r\ncf.loadchunk\r\n$1\r\nk\r\n$5000\r\n",
+			"-ERR Protocol error: bulk string of 5000 bytes exceeds --max-item-size (1000)\r\n"},
+	}
+	for _, cs := range cases {
+		c := dialRaw(t, ts.addr)
+		c.send(cs.in)
+		if got := c.reply(); got != cs.want {
+			t.Errorf("%.50q: got %q want %q", cs.in, got, cs.want)
+		}
+		c.expectClosed()
+	}
+}
+
+// TestServerLoadLargestChunk: the biggest chunks SCANDUMP hands out (a full
+// payload chunk, filters.DumpChunkBytes and its checksum) load back through
+// LOADCHUNK with the default item size, for both families and under IDEM.
+func TestServerLoadLargestChunk(t *testing.T) {
+	ts := mustStartServer(t, Config{})
+	ctx := context.Background()
+	c := newGoRedis(t, ts.addr, 2, "")
+	res(c.BFReserve(ctx, "bf", 0.0001, 1_000_000).Result()).must(t)
+	res(c.CFReserve(ctx, "cf", 2_000_000).Result()).must(t)
+	for _, key := range []string{"bf", "cf"} {
+		res(c.Do(ctx, strings.ToUpper(key)+".ADD", key, "here").Result()).must(t)
+		largest, seq := 0, 0
+		for it := int64(0); ; {
+			d := res(c.Do(ctx, strings.ToUpper(key)+".SCANDUMP", key, it).Slice()).must(t)
+			next, data := d[0].(int64), d[1].(string)
+			if next == 0 {
+				break
+			}
+			largest = max(largest, len(data))
+			load := []any{strings.ToUpper(key) + ".LOADCHUNK", key + "-copy", next, data}
+			if key == "cf" {
+				seq++
+				load = append([]any{"IDEM", 7, seq}, load...)
+			}
+			res(c.Do(ctx, load...).Result()).must(t)
+			it = next
+		}
+		if largest != filters.DumpChunkBytes+4 {
+			t.Errorf("%s: largest chunk %d bytes, want a full one of %d", key, largest, filters.DumpChunkBytes+4)
+		}
+		if !res(c.Do(ctx, strings.ToUpper(key)+".EXISTS", key+"-copy", "here").Bool()).must(t) {
+			t.Errorf("%s: the copy lost its item", key)
+		}
 	}
 }

@@ -61,9 +61,6 @@ type command struct {
 	chunkArg int
 }
 
-// chunkArgs gives the table's commands their chunkArg.
-var chunkArgs = map[string]int{"bf.loadchunk": 3, "cf.loadchunk": 3}
-
 // maxChunkArgBytes bounds a LOADCHUNK's data. The biggest chunk SCANDUMP hands
 // out is a payload chunk: filters.DumpChunkBytes and a 4-byte checksum (the
 // header chunk is at most about 64 KB of parameters); the rest is slack, so a
@@ -82,7 +79,6 @@ func commandTable() map[string]*command {
 		keyspaceCommands(), connCommands(), clusterCommands(),
 	} {
 		for _, c := range group {
-			c.chunkArg = chunkArgs[c.name]
 			t[c.name] = c
 		}
 	}

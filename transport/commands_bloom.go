@@ -29,7 +29,7 @@ func bloomCommands() []*command {
 		{name: "bf.card", arity: 2, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseBFCard},
 		{name: "bf.info", arity: -2, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseBFInfo},
 		{name: "bf.scandump", arity: 3, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseBFScanDump},
-		{name: "bf.loadchunk", arity: 4, flags: w, firstKey: 1, lastKey: 1, step: 1, parse: parseBFLoadChunk},
+		{name: "bf.loadchunk", arity: 4, flags: w, firstKey: 1, lastKey: 1, step: 1, chunkArg: 3, parse: parseBFLoadChunk},
 	}
 }
 

@@ -34,7 +34,7 @@ func cuckooCommands() []*command {
 		{name: "cf.del", arity: 3, flags: w, firstKey: 1, lastKey: 1, step: 1, parse: parseCFDel},
 		{name: "cf.info", arity: 2, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFInfo},
 		{name: "cf.scandump", arity: 3, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFScanDump},
-		{name: "cf.loadchunk", arity: 4, flags: w, firstKey: 1, lastKey: 1, step: 1, parse: parseCFLoadChunk},
+		{name: "cf.loadchunk", arity: 4, flags: w, firstKey: 1, lastKey: 1, step: 1, chunkArg: 3, parse: parseCFLoadChunk},
 	}
 }
 

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -240,6 +241,9 @@ func (c *conn) refuse() {
 // AUTH is read under the limits AUTH lifted.
 func (c *conn) serve() {
 	defer c.done()
+	if !c.handshake() {
+		return
+	}
 	for {
 		c.armReadDeadline()
 		if c.s.stopping.Load() {
@@ -262,6 +266,32 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// tlsHandshakeTimeout bounds a TLS client's handshake, so a stranger that
+// opens a TLS connection and stalls holds it no longer than this (nor past its
+// authentication deadline).
+const tlsHandshakeTimeout = 10 * time.Second
+
+// handshake completes the TLS handshake of a connection from a TLS listener
+// (--resp-tls) before the first request is read; it reports false if it failed.
+// Plain connections pass at once.
+func (c *conn) handshake() bool {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return true
+	}
+	d := time.Now().Add(tlsHandshakeTimeout)
+	if !c.authBy.IsZero() && c.authBy.Before(d) {
+		d = c.authBy
+	}
+	tc.SetDeadline(d)
+	if err := tc.Handshake(); err != nil {
+		c.s.log.Debug("tls handshake", "remote", c.nc.RemoteAddr().String(), "err", err)
+		return false
+	}
+	tc.SetDeadline(time.Time{})
+	return true
 }
 
 // armReadDeadline bounds the next read by the idle timeout and, before

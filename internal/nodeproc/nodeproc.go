@@ -172,6 +172,9 @@ func (p *Proc) Stop(sig syscall.Signal, within time.Duration) error {
 	}
 }
 
+// Pid is the process id of the running process.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
 // Signal sends sig to the process.
 func (p *Proc) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
 

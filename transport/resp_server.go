@@ -315,6 +315,9 @@ func (c *conn) armReadDeadline() {
 // readFailed answers a protocol error before the connection closes, and counts
 // why it closes.
 func (c *conn) readFailed(err error) {
+	// The connection is done: its request bytes go back to the budget before
+	// the client hears why, so a client that retries at once finds them.
+	c.rd.close()
 	var pe protocolError
 	var ne net.Error
 	switch {

@@ -247,8 +247,17 @@ func TestSecureCluster(t *testing.T) {
 	}
 	for _, m := range lc.Nodes {
 		voters, err := m.Voters()
-		if err != nil || len(voters) != 3 || slices.Contains(voters, "evil") {
+		if err != nil || len(voters) != 3 {
 			t.Fatalf("%s sees voters %v %v", m.ID, voters, err)
+		}
+		resp, err := m.HTTPDo("GET", "/v1/nodes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), `"evil"`) {
+			t.Fatalf("%s lists the stranger: %s", m.ID, body)
 		}
 	}
 	if err := tlsClient(t, leader.RESP, sec).BFAdd(bg(), "users", "bob").Err(); err != nil {
@@ -314,6 +323,78 @@ func TestCertificateRotation(t *testing.T) {
 	for _, n := range lc.Nodes {
 		if !tlsClient(t, n.RESP, sec).BFExists(bg(), "k", "1").Val() {
 			t.Fatalf("%s: write not visible", n.ID)
+		}
+	}
+}
+
+// TestClientCertificates: with --tls-client-auth, RESP wants a client
+// certificate of the cluster CA at the handshake, and over HTTP such a
+// certificate is a credential, while the probes stay open to anyone.
+func TestClientCertificates(t *testing.T) {
+	dir := t.TempDir()
+	if err := nodeproc.MakeCerts(binary, dir, "n1", "app"); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other")
+	if err := nodeproc.MakeCerts(binary, other, "app"); err != nil {
+		t.Fatal(err)
+	}
+	sec := nodeproc.Security{CertDir: dir, GossipKey: base64.StdEncoding.EncodeToString(make([]byte, 16)), RESPTLS: true, HTTPTLS: true}
+	args := append([]string{"--id", "n1", "--data-dir", filepath.Join(dir, "data"), "--bootstrap-expect", "1", "--tls-client-auth"},
+		nodeproc.EphemeralAddrs()...)
+	p := startProc(t, nil, append(args, sec.Flags("n1")...)...)
+	p.Sec = sec
+	p.waitReady(10 * time.Second)
+
+	withCert := func(certDir string) *tls.Config {
+		cfg := sec.ClientTLS()
+		kp, err := tls.LoadX509KeyPair(filepath.Join(certDir, "app.pem"), filepath.Join(certDir, "app-key.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{kp}
+		return cfg
+	}
+	rc := func(cfg *tls.Config) *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: p.RESP, TLSConfig: cfg, MaxRetries: -1, DialTimeout: 5 * time.Second})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	if err := rc(withCert(dir)).BFAdd(bg(), "users", "alice").Err(); err != nil {
+		t.Fatalf("RESP with a client certificate: %v", err)
+	}
+	if err := rc(sec.ClientTLS()).Ping(bg()).Err(); err == nil {
+		t.Fatal("RESP without a client certificate answered")
+	}
+	if err := rc(withCert(other)).Ping(bg()).Err(); err == nil {
+		t.Fatal("RESP with another CA's certificate answered")
+	}
+	host, port, _ := strings.Cut(p.RESP, ":")
+	out, err := exec.Command("redis-cli", "--tls", "--cacert", filepath.Join(dir, "ca.pem"), "--cert", filepath.Join(dir, "app.pem"),
+		"--key", filepath.Join(dir, "app-key.pem"), "-h", host, "-p", port, "BF.EXISTS", "users", "alice").CombinedOutput()
+	if got := strings.TrimSpace(string(out)); err != nil || got != "1" {
+		t.Fatalf("redis-cli with a client certificate: %q %v", got, err)
+	}
+
+	get := func(cfg *tls.Config, path string) int {
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+		resp, err := c.Get("https://" + p.HTTP + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		cfg  *tls.Config
+		path string
+		want int
+	}{
+		{sec.ClientTLS(), "/readyz", 200}, {sec.ClientTLS(), "/v1/filters", 401}, {withCert(dir), "/v1/filters", 200},
+		{sec.ClientTLS(), "/metrics", 401}, {withCert(dir), "/metrics", 200},
+	} {
+		if got := get(c.cfg, c.path); got != c.want {
+			t.Errorf("GET %s (certificate %v): %d, want %d", c.path, len(c.cfg.Certificates) > 0, got, c.want)
 		}
 	}
 }

@@ -15,9 +15,14 @@
 //
 // Membership follows the leader-loop pattern of Consul and Nomad: gossip decides
 // who is alive; the leader adds alive members as non-voters, promotes them when
-// caught up, removes members that left, and removes members dead longer than a
-// timeout only while a healthy quorum remains. Shutdown is not a departure: the
-// node stays in the configuration and rejoins as itself; Leave is explicit.
+// caught up, and removes members dead (or gone) longer than a timeout only
+// while a healthy quorum remains. Gossip alone never makes a voter or moves a
+// member's Raft address: the node at that address must answer with the
+// member's id first. Shutdown is not a departure: the node stays in the
+// configuration and rejoins as itself; Leave is explicit, and has the leader
+// remove the node before it says goodbye to gossip.
 //
-// Raft's own traffic and node-to-node requests share one TCP port (stream.go).
+// Raft's own traffic and node-to-node requests share one TCP port (stream.go);
+// with Config.PeerTLS every connection to it completes a mutual TLS handshake
+// with a certificate of the cluster CA before a byte of it is read.
 package cluster

@@ -54,11 +54,7 @@ func CheckName(name string) error {
 
 // NewCA makes a self-signed certificate authority valid for validFor.
 func NewCA(validFor time.Duration) (Pair, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return Pair{}, err
-	}
-	serial, err := newSerial()
+	key, serial, err := newKey()
 	if err != nil {
 		return Pair{}, err
 	}
@@ -93,11 +89,7 @@ func Issue(ca Pair, name string, hosts []string, validFor time.Duration) (Pair, 
 	if err != nil {
 		return Pair{}, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return Pair{}, err
-	}
-	serial, err := newSerial()
+	key, serial, err := newKey()
 	if err != nil {
 		return Pair{}, err
 	}
@@ -169,8 +161,15 @@ func parseCA(ca Pair) (*x509.Certificate, crypto.Signer, error) {
 	return cert, key, nil
 }
 
-func newSerial() (*big.Int, error) {
-	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+// newKey makes a P-256 key and a random 127-bit serial number for its
+// certificate.
+func newKey() (*ecdsa.PrivateKey, *big.Int, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	return key, serial, err
 }
 
 func keyID(pub *ecdsa.PublicKey) []byte {

@@ -176,18 +176,7 @@ func verifyChain(pool *x509.CertPool, raw [][]byte, usage x509.ExtKeyUsage) erro
 // PeerServerConfig is the Raft port's side of mutual TLS: it presents the
 // node's certificate and accepts only clients with a certificate the CA signed.
 func (s *Source) PeerServerConfig() *tls.Config {
-	return &tls.Config{
-		MinVersion: tls.VersionTLS13,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			m := s.cur.Load()
-			return &tls.Config{
-				MinVersion:   tls.VersionTLS13,
-				Certificates: []tls.Certificate{m.cert},
-				ClientAuth:   tls.RequireAndVerifyClientCert,
-				ClientCAs:    m.pool,
-			}, nil
-		},
-	}
+	return s.serverConfig(tls.VersionTLS13, tls.RequireAndVerifyClientCert)
 }
 
 // PeerClientConfig is the dialling side of mutual TLS between nodes: it
@@ -217,12 +206,18 @@ func (s *Source) PeerClientConfig() *tls.Config {
 // (tls.RequireAndVerifyClientCert), may (tls.VerifyClientCertIfGiven), or need
 // not (tls.NoClientCert).
 func (s *Source) ServerConfig(auth tls.ClientAuthType) *tls.Config {
+	return s.serverConfig(tls.VersionTLS12, auth)
+}
+
+// serverConfig reads the material in use at every handshake, so that a reload
+// reaches every new connection.
+func (s *Source) serverConfig(minVersion uint16, auth tls.ClientAuthType) *tls.Config {
 	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
+		MinVersion: minVersion,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			m := s.cur.Load()
 			return &tls.Config{
-				MinVersion:   tls.VersionTLS12,
+				MinVersion:   minVersion,
 				Certificates: []tls.Certificate{m.cert},
 				ClientAuth:   auth,
 				ClientCAs:    m.pool,

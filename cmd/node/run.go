@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -67,23 +66,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		return fmt.Errorf("listen http %s: %w", o.httpAddr, err)
 	}
 	defer httpLn.Close()
-	respServe, httpServe := respLn, httpLn
-	if o.respTLS {
-		auth := tls.NoClientCert
-		if o.tlsClientAuth {
-			auth = tls.RequireAndVerifyClientCert
-		}
-		respServe = tls.NewListener(respLn, certSrc.ServerConfig(auth))
-	}
-	if o.httpTLS {
-		// Health probes carry no certificate; the HTTP server asks for
-		// credentials on every other endpoint, a verified certificate being one.
-		auth := tls.NoClientCert
-		if o.tlsClientAuth {
-			auth = tls.VerifyClientCertIfGiven
-		}
-		httpServe = tls.NewListener(httpLn, certSrc.ServerConfig(auth))
-	}
+	respServe, httpServe := o.withTLS(certSrc, respLn, httpLn)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

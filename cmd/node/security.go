@@ -1,11 +1,14 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
+
+	"github.com/rookerydb/rookery/internal/certs"
 )
 
 // tlsOn reports whether the node has its certificates (node-to-node mutual
@@ -78,6 +81,29 @@ func (o *options) warnExposure(log *slog.Logger) {
 	if !isLoopback(o.httpAddr) && !o.httpTLS && o.requirePass != "" {
 		log.Warn("HTTP is plain text beyond loopback: its bearer password crosses the network in clear (add --http-tls)", "addr", o.httpAddr)
 	}
+}
+
+// withTLS wraps the client listeners in TLS where --resp-tls and --http-tls
+// say. RESP asks for a client certificate at the handshake with
+// --tls-client-auth; HTTP only verifies one if given, because health probes
+// carry none, and the HTTP server then takes a verified certificate as a
+// credential on every other endpoint.
+func (o *options) withTLS(src *certs.Source, resp, web net.Listener) (net.Listener, net.Listener) {
+	if o.respTLS {
+		auth := tls.NoClientCert
+		if o.tlsClientAuth {
+			auth = tls.RequireAndVerifyClientCert
+		}
+		resp = tls.NewListener(resp, src.ServerConfig(auth))
+	}
+	if o.httpTLS {
+		auth := tls.NoClientCert
+		if o.tlsClientAuth {
+			auth = tls.VerifyClientCertIfGiven
+		}
+		web = tls.NewListener(web, src.ServerConfig(auth))
+	}
+	return resp, web
 }
 
 // isLoopback reports whether a listen address is reachable from this host

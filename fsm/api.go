@@ -25,9 +25,23 @@ const (
 	IgnoreUnknownFlag Type = 0x80
 )
 
-// CodecVersion is the second byte of every log entry: the version of the payload
-// codec. A decoder refuses versions it does not know.
-const CodecVersion = 1
+// CodecVersion is the second byte of every log entry: the version of the entry
+// codec this build writes. A decoder reads every version up to it and refuses
+// the others.
+//
+//	1  [Type][1][payload]
+//	2  [Type][2][payload][CRC-32C of type, version and payload, little endian]
+//
+// A leader writes the highest version every voter can read (cluster negotiates
+// it over gossip), so a rolling upgrade never hands an old node an entry it
+// cannot apply.
+const CodecVersion = CodecV2
+
+// Entry codec versions.
+const (
+	CodecV1 = 1 // no checksum; still read, for logs written by older builds
+	CodecV2 = 2 // a CRC-32C closes every entry
+)
 
 // Op is what a Command does.
 type Op uint8

@@ -4,13 +4,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 
 	"github.com/rookerydb/rookery/filters"
 )
 
-// A log entry is [Type][CodecVersion][payload]. The payload of a TypeCommand is
-// one command; of a TypeBatch, a count followed by length-prefixed commands.
+// A log entry is [Type][CodecVersion][payload], and from version 2 on a CRC-32C
+// of all of that (see CodecVersion), checked before anything is decoded. The
+// payload of a TypeCommand is one command; of a TypeBatch, a count followed by
+// length-prefixed commands.
 //
 // A command is plain encoding/binary with varints, in this order:
 //
@@ -29,8 +32,20 @@ import (
 // Decoders check every length against the bytes that remain, so hostile input
 // can neither panic nor make them allocate more than the input's size.
 
-// ErrCorrupt reports an entry or result that cannot be decoded.
-var ErrCorrupt = errors.New("fsm: corrupt encoding")
+// Errors of the codec.
+var (
+	// ErrCorrupt reports an entry or result that cannot be decoded.
+	ErrCorrupt = errors.New("fsm: corrupt encoding")
+	// ErrChecksum reports an entry whose checksum does not match its bytes: it
+	// was damaged after it was written. It wraps ErrCorrupt.
+	ErrChecksum = fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+)
+
+// crcTable is CRC-32C (Castagnoli), which the CPU computes in hardware.
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// entryTrailer is the size of a version 2 entry's checksum.
+const entryTrailer = 4
 
 const (
 	flagNoCreate   = 1 << 0
@@ -47,22 +62,29 @@ const (
 // lastOp is the highest Op this build knows.
 const lastOp = OpLoadChunk
 
-// EncodeCommand returns c as a TypeCommand log entry.
-func EncodeCommand(c *Command) []byte {
-	b := make([]byte, 0, 2+commandSize(c))
-	b = append(b, byte(TypeCommand), CodecVersion)
-	return appendCommand(b, c)
+// EncodeCommand returns c as a TypeCommand log entry of the current version.
+func EncodeCommand(c *Command) []byte { return EncodeCommandVersion(c, CodecVersion) }
+
+// EncodeBatch returns cs as one TypeBatch log entry of the current version;
+// applying it applies them in order and yields one Result each.
+func EncodeBatch(cs []*Command) []byte { return EncodeBatchVersion(cs, CodecVersion) }
+
+// EncodeCommandVersion returns c as a TypeCommand log entry of codec version v
+// (CodecV1 or CodecV2).
+func EncodeCommandVersion(c *Command, v byte) []byte {
+	b := make([]byte, 0, 2+commandSize(c)+entryTrailer)
+	b = append(b, byte(TypeCommand), v)
+	return sealEntry(appendCommand(b, c))
 }
 
-// EncodeBatch returns cs as one TypeBatch log entry; applying it applies them in
-// order and yields one Result each.
-func EncodeBatch(cs []*Command) []byte {
-	size := 2 + binary.MaxVarintLen64
+// EncodeBatchVersion returns cs as one TypeBatch log entry of codec version v.
+func EncodeBatchVersion(cs []*Command, v byte) []byte {
+	size := 2 + binary.MaxVarintLen64 + entryTrailer
 	for _, c := range cs {
 		size += binary.MaxVarintLen64 + commandSize(c)
 	}
 	b := make([]byte, 0, size)
-	b = append(b, byte(TypeBatch), CodecVersion)
+	b = append(b, byte(TypeBatch), v)
 	b = binary.AppendUvarint(b, uint64(len(cs)))
 	for _, c := range cs {
 		b = binary.AppendUvarint(b, uint64(commandSize(c)))
@@ -72,7 +94,35 @@ func EncodeBatch(cs []*Command) []byte {
 			panic("fsm: command size mismatch")
 		}
 	}
-	return b
+	return sealEntry(b)
+}
+
+// EncodeNoop returns an entry that applies nothing (tests, and proposals that
+// must only reach the log).
+func EncodeNoop(v byte) []byte { return sealEntry([]byte{byte(TypeNoop), v}) }
+
+// sealEntry appends the checksum a version 2 entry ends with.
+func sealEntry(b []byte) []byte {
+	if b[1] < CodecV2 {
+		return b
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+}
+
+// openEntry checks an entry's checksum and returns its payload. Entries of
+// version 1 carry none.
+func openEntry(data []byte) ([]byte, error) {
+	if data[1] < CodecV2 {
+		return data[2:], nil
+	}
+	if len(data) < 2+entryTrailer {
+		return nil, fmt.Errorf("%w: entry of %d bytes", ErrCorrupt, len(data))
+	}
+	body, sum := data[:len(data)-entryTrailer], data[len(data)-entryTrailer:]
+	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(sum) {
+		return nil, ErrChecksum
+	}
+	return body[2:], nil
 }
 
 // DecodeEntry decodes a log entry. A TypeNoop entry, or an unknown type marked
@@ -82,13 +132,17 @@ func DecodeEntry(data []byte) (Type, []*Command, error) {
 		return 0, nil, fmt.Errorf("%w: entry of %d bytes", ErrCorrupt, len(data))
 	}
 	t := Type(data[0])
-	if data[1] != CodecVersion {
+	if data[1] < CodecV1 || data[1] > CodecVersion {
 		if t&IgnoreUnknownFlag != 0 {
 			return t, nil, nil
 		}
 		return t, nil, fmt.Errorf("%w: codec version %d", ErrCorrupt, data[1])
 	}
-	d := decoder{b: data[2:]}
+	payload, err := openEntry(data)
+	if err != nil {
+		return t, nil, err
+	}
+	d := decoder{b: payload}
 	var cs []*Command
 	switch t {
 	case TypeNoop:

@@ -94,28 +94,72 @@ func TestDecodeEntryRefusesDamage(t *testing.T) {
 			t.Error("trailing byte accepted")
 		}
 	}
+	// Structural damage, in entries whose checksum matches (version 2) and in
+	// entries with none (version 1): the decoder itself must refuse them.
+	structural := [][]byte{
+		{byte(TypeCommand), CodecV1, 0, 1, 0, 0, 0, 0, 0},        // op 0
+		{byte(TypeCommand), CodecV1, 99, 1, 0, 0, 0, 0, 0},       // unknown op
+		{byte(TypeCommand), CodecV1, 2, 9, 0, 0, 0, 0, 0},        // unknown family
+		{byte(TypeCommand), CodecV1, 2, 1, 0x80, 0, 0, 0, 0},     // unknown flag
+		{byte(TypeCommand), CodecV1, 2, 1, 0, 0xff, 0, 0, 0},     // key longer than input
+		{byte(TypeBatch), CodecV1, 0xff, 0xff, 0xff, 0xff, 0x0f}, // count past the end
+	}
 	bad := [][]byte{
 		nil,
 		{byte(TypeCommand)},
+		{byte(TypeCommand), 0, 1, 1, 0},
 		{byte(TypeCommand), CodecVersion + 1, 1, 1, 0},
-		{0x7f, CodecVersion},                                          // unknown type
-		{byte(TypeCommand), CodecVersion, 0, 1, 0, 0, 0, 0, 0},        // op 0
-		{byte(TypeCommand), CodecVersion, 99, 1, 0, 0, 0, 0, 0},       // unknown op
-		{byte(TypeCommand), CodecVersion, 2, 9, 0, 0, 0, 0, 0},        // unknown family
-		{byte(TypeCommand), CodecVersion, 2, 1, 0x80, 0, 0, 0, 0},     // unknown flag
-		{byte(TypeCommand), CodecVersion, 2, 1, 0, 0xff, 0, 0, 0},     // key longer than input
-		{byte(TypeBatch), CodecVersion, 0xff, 0xff, 0xff, 0xff, 0x0f}, // count past the end
+		{0x7f, CodecV1},                       // unknown type
+		sealEntry([]byte{0x7f, CodecV2}),      // unknown type
+		{byte(TypeNoop), CodecV2, 1, 2, 3, 4}, // checksum of other bytes
+	}
+	for _, b := range structural {
+		bad = append(bad, b)
+		v2 := bytes.Clone(b)
+		v2[1] = CodecV2
+		bad = append(bad, sealEntry(v2))
 	}
 	for _, b := range bad {
 		if _, _, err := DecodeEntry(b); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%x: err %v, want ErrCorrupt", b, err)
 		}
 	}
-	for _, b := range [][]byte{{byte(0x80 | 0x11), CodecVersion, 1, 2, 3}, {byte(0x80 | 0x11), 9}} {
+	for _, b := range [][]byte{{byte(0x80 | 0x11), CodecV1, 1, 2, 3}, sealEntry([]byte{byte(0x80 | 0x11), CodecV2, 1, 2, 3}),
+		{byte(0x80 | 0x11), 9}} {
 		typ, cs, err := DecodeEntry(b)
 		if err != nil || len(cs) != 0 || typ&IgnoreUnknownFlag == 0 {
 			t.Errorf("%x: skippable type gave %v %v %v", b, typ, cs, err)
 		}
+	}
+}
+
+// TestEntryChecksumCatchesEveryBitFlip: flipping any one bit of a version 2
+// entry makes it undecodable (the damage the checksum exists for: a flipped
+// bit in an item's name would otherwise decode, and apply, as another item).
+func TestEntryChecksumCatchesEveryBitFlip(t *testing.T) {
+	entries := [][]byte{EncodeBatch(sampleCommands()), EncodeNoop(CodecV2)}
+	for _, c := range sampleCommands() {
+		entries = append(entries, EncodeCommand(c))
+	}
+	for _, e := range entries {
+		for bit := 0; bit < 8*len(e); bit++ {
+			d := bytes.Clone(e)
+			d[bit/8] ^= 1 << (bit % 8)
+			typ, cs, err := DecodeEntry(d)
+			if bit/8 == 0 && Type(d[0])&IgnoreUnknownFlag != 0 && err == nil && len(cs) == 0 {
+				continue // the type byte became one a newer node may skip: nothing applies
+			}
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("bit %d of %x flipped: decoded as type %d, %d commands, err %v", bit, e, typ, len(cs), err)
+			}
+		}
+	}
+	// A version 1 entry has no checksum: the same flip in an item decodes.
+	v1 := EncodeCommandVersion(sampleCommands()[2], CodecV1)
+	d := bytes.Clone(v1)
+	d[len(d)-1] ^= 1
+	if _, _, err := DecodeEntry(d); err != nil {
+		t.Fatalf("version 1 entries are still read: %v", err)
 	}
 }
 
@@ -148,24 +192,36 @@ func TestResultRoundTrip(t *testing.T) {
 // must decode the same way forever, so a change here is a format change that
 // needs a new codec version, not an edit of the golden file.
 func TestCodecGolden(t *testing.T) {
-	path := filepath.Join("testdata", "codec_golden.txt")
-	var b strings.Builder
-	for _, c := range sampleCommands() {
-		b.WriteString(hex.EncodeToString(EncodeCommand(c)) + "\n")
-	}
-	b.WriteString(hex.EncodeToString(EncodeBatch(sampleCommands()[:3])) + "\n")
-	b.WriteString(hex.EncodeToString(EncodeResult(&Result{Err: ErrNonScalingFull, Ints: []int64{1, 0, -1}, Stopped: true})) + "\n")
-	if os.Getenv("ROOKERY_UPDATE_GOLDEN") != "" {
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
+	for _, v := range []struct {
+		version byte
+		file    string
+	}{{CodecV1, "codec_golden.txt"}, {CodecV2, "codec_golden_v2.txt"}} {
+		path := filepath.Join("testdata", v.file)
+		var b strings.Builder
+		for _, c := range sampleCommands() {
+			b.WriteString(hex.EncodeToString(EncodeCommandVersion(c, v.version)) + "\n")
 		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with ROOKERY_UPDATE_GOLDEN=1 once to create it)", err)
-	}
-	if string(want) != b.String() {
-		t.Fatalf("log encoding changed:\n got %s\nwant %s", b.String(), want)
+		b.WriteString(hex.EncodeToString(EncodeBatchVersion(sampleCommands()[:3], v.version)) + "\n")
+		b.WriteString(hex.EncodeToString(EncodeResult(&Result{Err: ErrNonScalingFull, Ints: []int64{1, 0, -1}, Stopped: true})) + "\n")
+		if os.Getenv("ROOKERY_UPDATE_GOLDEN") != "" {
+			if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run with ROOKERY_UPDATE_GOLDEN=1 once to create it)", err)
+		}
+		if string(want) != b.String() {
+			t.Fatalf("version %d log encoding changed:\n got %s\nwant %s", v.version, b.String(), want)
+		}
+		// And what is in the file still decodes.
+		for i, line := range strings.Split(strings.TrimSpace(string(want)), "\n")[:len(sampleCommands())+1] {
+			e, _ := hex.DecodeString(line)
+			if _, _, err := DecodeEntry(e); err != nil {
+				t.Fatalf("version %d golden entry %d: %v", v.version, i, err)
+			}
+		}
 	}
 }
 
@@ -176,7 +232,8 @@ func FuzzDecodeEntry(f *testing.F) {
 		f.Add(EncodeCommand(c))
 	}
 	f.Add(EncodeBatch(sampleCommands()))
-	f.Add([]byte{byte(TypeNoop), CodecVersion})
+	f.Add(EncodeNoop(CodecVersion))
+	f.Add(EncodeCommandVersion(sampleCommands()[0], CodecV1))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		typ, cs, err := DecodeEntry(data)
 		if err != nil || len(cs) == 0 {

@@ -6,13 +6,16 @@
 // state, so Apply is a pure function of (state, entry): it reads no clock (time
 // comes from the leader, stamped into each command), draws no random numbers
 // and never depends on map iteration order. Domain outcomes (a missing key, a
-// full filter, a wrong kind) are values in a Result, identical on every replica;
-// an entry that cannot be decoded is a bug and panics, since applying anything
-// else would fork the replicas.
+// full filter, a wrong kind) are values in a Result, identical on every replica.
+// An entry that cannot be read (its checksum does not match, or it does not
+// decode) halts the state machine before it (see Halt): applying anything else
+// would fork the replicas and skipping it would lose a write, so the node stops
+// applying and says where, and the operator recovers it from its peers.
 //
 // # Log entries
 //
-// An entry is [Type][CodecVersion][payload] (see codec.go). Types are only ever
+// An entry is [Type][CodecVersion][payload][CRC-32C] (see codec.go; version 1
+// entries, from older builds, have no checksum and are still read). Types are only ever
 // appended; a type with IgnoreUnknownFlag set may be skipped by an older node.
 // A TypeBatch entry carries several commands, so the cluster can make one log
 // append (and one fsync) of a burst of writes; multi-item commands such as

@@ -50,7 +50,25 @@ type FSM struct {
 
 	waitMu sync.Mutex
 	waitCh chan struct{} // closed and replaced whenever applied advances
+
+	halt   atomic.Pointer[Halt] // set when an entry could not be read
+	haltCh chan struct{}        // closed when halt is first set
 }
+
+// Halt is why a state machine stopped applying: a log entry it could not read
+// (a checksum mismatch, or bytes that do not decode). Applying anything else in
+// its place would fork the replicas, and skipping it would lose a write, so the
+// state machine stops at the entry before it. It is an error.
+type Halt struct {
+	Index uint64 // the entry that could not be read
+	Err   error
+}
+
+func (h *Halt) Error() string {
+	return fmt.Sprintf("corrupt log entry at index %d: %v", h.Index, h.Err)
+}
+
+func (h *Halt) Unwrap() error { return h.Err }
 
 // New returns an empty state machine.
 func New(opts Options) *FSM {
@@ -68,6 +86,7 @@ func New(opts Options) *FSM {
 		gen:        1,
 		snapLive:   make(map[uint64]int),
 		waitCh:     make(chan struct{}),
+		haltCh:     make(chan struct{}),
 	}
 	f.handlers = [lastOp + 1]func(c *Command) *Result{
 		OpReserve:   f.applyReserve,
@@ -82,7 +101,8 @@ func New(opts Options) *FSM {
 var _ raft.BatchingFSM = (*FSM)(nil)
 
 // Apply applies one log entry: a *Result for a TypeCommand, a []*Result for a
-// TypeBatch, nil for anything else.
+// TypeBatch, nil for anything else, and the *Halt once the state machine has
+// stopped at an entry it could not read.
 func (f *FSM) Apply(l *raft.Log) any {
 	return f.ApplyBatch([]*raft.Log{l})[0]
 }
@@ -95,11 +115,19 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		return out
 	}
 	f.applyMu.Lock()
+	var last uint64
 	for i, l := range logs {
+		if h := f.halt.Load(); h != nil {
+			out[i] = h
+			continue
+		}
 		out[i] = f.applyLog(l)
+		if f.halt.Load() == nil {
+			last = l.Index
+		}
 	}
 	f.applyMu.Unlock()
-	f.setApplied(logs[len(logs)-1].Index)
+	f.setApplied(last)
 	return out
 }
 
@@ -109,9 +137,15 @@ func (f *FSM) applyLog(l *raft.Log) any {
 	}
 	t, cmds, err := DecodeEntry(l.Data)
 	if err != nil {
-		// The leader encoded this entry; failing to read it back is a bug or a
-		// version skew, and applying anything else would fork the replicas.
-		panic(fmt.Sprintf("fsm: undecodable log entry at index %d: %v", l.Index, err))
+		// Damaged on disk or on the way: applying anything else would fork the
+		// replicas and skipping it would lose a write. Stop here, say so, and
+		// let the operator recover the node from its peers or a backup.
+		h := &Halt{Index: l.Index, Err: err}
+		f.halt.Store(h)
+		close(f.haltCh)
+		f.log.Error("corrupt log entry: this node stops applying the log; stop it and run `rookery recover` "+
+			"(see README, Recovering a node)", "index", l.Index, "err", err)
+		return h
 	}
 	switch t {
 	case TypeCommand:
@@ -167,6 +201,12 @@ func (f *FSM) setApplied(index uint64) {
 	f.waitCh = make(chan struct{})
 	f.waitMu.Unlock()
 }
+
+// Halted returns why the state machine stopped applying, or nil.
+func (f *FSM) Halted() *Halt { return f.halt.Load() }
+
+// HaltedCh is closed when the state machine stops applying.
+func (f *FSM) HaltedCh() <-chan struct{} { return f.haltCh }
 
 // AppliedIndex returns the index of the last log entry applied.
 func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }

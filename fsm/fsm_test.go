@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -165,8 +166,8 @@ func TestBatchEntry(t *testing.T) {
 	out := f.ApplyBatch([]*raft.Log{
 		{Index: 1, Type: raft.LogConfiguration, Data: []byte("not ours")},
 		{Index: 2, Type: raft.LogCommand, Data: EncodeBatch(cs)},
-		{Index: 3, Type: raft.LogCommand, Data: []byte{byte(IgnoreUnknownFlag | 0x21), CodecVersion}},
-		{Index: 4, Type: raft.LogCommand, Data: []byte{byte(TypeNoop), CodecVersion}},
+		{Index: 3, Type: raft.LogCommand, Data: []byte{byte(IgnoreUnknownFlag | 0x21), 9}},
+		{Index: 4, Type: raft.LogCommand, Data: EncodeNoop(CodecVersion)},
 	})
 	if out[0] != nil || out[2] != nil || out[3] != nil {
 		t.Errorf("non-command responses: %v %v %v", out[0], out[2], out[3])
@@ -183,19 +184,48 @@ func TestBatchEntry(t *testing.T) {
 	}
 }
 
-// TestUndecodableEntryPanics: applying anything but what the leader wrote would
-// fork the replicas, so the state machine refuses loudly.
-func TestUndecodableEntryPanics(t *testing.T) {
+// TestCorruptEntryHalts: an entry that cannot be read (here one flipped bit) is
+// neither applied nor skipped: the state machine stops before it, says where,
+// applies nothing after it and takes no snapshot that would claim it did.
+func TestCorruptEntryHalts(t *testing.T) {
 	f := New(Options{})
-	defer func() {
-		if recover() == nil {
-			t.Fatal("no panic")
+	bad := EncodeCommand(add(FamilyBF, "k", "b"))
+	bad[len(bad)/2] ^= 0x04
+	out := f.ApplyBatch([]*raft.Log{
+		{Index: 1, Type: raft.LogCommand, Data: EncodeCommand(add(FamilyBF, "k", "a"))},
+		{Index: 2, Type: raft.LogCommand, Data: bad},
+		{Index: 3, Type: raft.LogCommand, Data: EncodeCommand(add(FamilyBF, "k", "c"))},
+	})
+	if r, ok := out[0].(*Result); !ok || r.Err != nil {
+		t.Fatalf("entry 1: %v", out[0])
+	}
+	for i := 1; i < 3; i++ {
+		h, ok := out[i].(*Halt)
+		if !ok || h.Index != 2 || !errors.Is(h, ErrChecksum) {
+			t.Fatalf("entry %d: %v, want the halt at index 2", i+1, out[i])
 		}
-		if f.AppliedIndex() != 0 {
-			t.Error("a refused entry advanced the applied index")
-		}
-	}()
-	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte{byte(TypeCommand), CodecVersion, 2}})
+	}
+	if got := f.Apply(&raft.Log{Index: 4, Type: raft.LogCommand, Data: EncodeCommand(add(FamilyBF, "k", "d"))}); got != f.Halted() {
+		t.Fatalf("entry after the halt: %v", got)
+	}
+	if f.AppliedIndex() != 1 {
+		t.Fatalf("applied index %d, want 1", f.AppliedIndex())
+	}
+	got := f.Exists(FamilyBF, "k", [][]byte{[]byte("a"), []byte("c"), []byte("d")})
+	if !got[0] || got[1] || got[2] {
+		t.Fatalf("after the halt: a, c, d present %v, want only a", got)
+	}
+	if h := f.Halted(); h == nil || h.Index != 2 || !strings.Contains(h.Error(), "corrupt log entry at index 2") {
+		t.Fatalf("Halted: %v", h)
+	}
+	select {
+	case <-f.HaltedCh():
+	default:
+		t.Fatal("HaltedCh not closed")
+	}
+	if _, err := f.Snapshot(); err == nil {
+		t.Fatal("a halted state machine took a snapshot")
+	}
 }
 
 // TestLoadChunkCopiesFilter: SCANDUMP of one key, LOADCHUNK into another, gives

@@ -56,6 +56,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
+	if h := f.halt.Load(); h != nil {
+		// raft would label the snapshot with entries this state never applied.
+		return nil, fmt.Errorf("no snapshot of a halted state machine: %w", h)
+	}
 	s := &snapshot{fsm: f, gen: f.gen, applied: f.applied.Load(), sessions: f.sessions.clone()}
 	s.entries = make([]frozen, 0, len(f.reg.byKey))
 	for _, e := range f.reg.byKey {

@@ -41,9 +41,6 @@ var (
 	ErrChecksum = fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
 )
 
-// crcTable is CRC-32C (Castagnoli), which the CPU computes in hardware.
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
-
 // entryTrailer is the size of a version 2 entry's checksum.
 const entryTrailer = 4
 
@@ -106,7 +103,7 @@ func sealEntry(b []byte) []byte {
 	if b[1] < CodecV2 {
 		return b
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
 // openEntry checks an entry's checksum and returns its payload. Entries of
@@ -119,7 +116,7 @@ func openEntry(data []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: entry of %d bytes", ErrCorrupt, len(data))
 	}
 	body, sum := data[:len(data)-entryTrailer], data[len(data)-entryTrailer:]
-	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(sum) {
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(sum) {
 		return nil, ErrChecksum
 	}
 	return body[2:], nil

@@ -35,6 +35,9 @@ var (
 	ErrShutdown = errors.New("node is shutting down")
 	// ErrTooLarge: admitting the request would pass the node's memory limit; not applied.
 	ErrTooLarge = errors.New("memory limit exceeded")
+	// ErrHalted: this node's state machine stopped at a log entry it could not
+	// read (fsm.Halt); it serves no reads until it is recovered.
+	ErrHalted = errors.New("node halted")
 )
 
 // Status is a node's view of itself and its cluster (ROLE, /v1/status).
@@ -50,6 +53,8 @@ type Status struct {
 	Filters      int    `json:"filters"`
 	MemoryBytes  uint64 `json:"memory_bytes"`
 	Ready        bool   `json:"ready"`
+	// Problem says what keeps the node from serving, when something does.
+	Problem string `json:"problem,omitempty"`
 }
 
 // NodeInfo is one member of the cluster (the node list, /v1/nodes).

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/rookerydb/rookery/fsm"
 )
 
 // meta is what each member gossips about itself.
@@ -24,6 +26,9 @@ type meta struct {
 	// Leaving is set by a member on its way out for good, so that the others
 	// tell its departure from a failure.
 	Leaving bool `json:"leaving,omitempty"`
+	// Codec is the log entry codec version the member writes and reads up to
+	// (fsm.CodecVersion); absent from builds before it was gossiped.
+	Codec int `json:"codec,omitempty"`
 }
 
 // delegate serves this node's metadata to memberlist.
@@ -88,6 +93,7 @@ func (n *Node) noteMember(m *memberlist.Node, gone bool) {
 	}
 	n.memMu.Lock()
 	n.memTable[md.ID] = member{meta: md, state: state}
+	n.noteCodecs()
 	n.memMu.Unlock()
 	n.membershipChanged()
 }
@@ -136,6 +142,7 @@ func (n *Node) startGossip() error {
 		return fmt.Errorf("start gossip on %s: %w", n.cfg.GossipAddr, err)
 	}
 	n.ml = ml
+	n.gossipAdv.Store(n.GossipAddr())
 	return nil
 }
 
@@ -193,7 +200,7 @@ func (n *Node) members() []member {
 
 // localMeta is this node's own metadata.
 func (n *Node) localMeta() meta {
-	return meta{ID: n.cfg.ID, Raft: n.raftAdvertise, RESP: n.cfg.RESPAddr, HTTP: n.cfg.HTTPAddr}
+	return meta{ID: n.cfg.ID, Raft: n.raftAdvertise, RESP: n.cfg.RESPAddr, HTTP: n.cfg.HTTPAddr, Codec: fsm.CodecVersion}
 }
 
 // memberMeta returns the metadata of member id.

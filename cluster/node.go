@@ -62,7 +62,13 @@ type Node struct {
 	warnMu sync.Mutex
 	warned map[string]time.Time // warnEvery's last line per key
 
+	fwdCodec atomic.Uint32 // the codec version forwarded writes use (codec.go)
+
 	metrics *metrics
+
+	raftUp       chan struct{} // closed once Raft has started
+	snapshotting atomic.Bool   // a snapshot for a damaged entry is being taken
+	gossipAdv    atomic.Value  // string: the gossip address peers may join through
 
 	left     chan struct{} // closed once the node has left the cluster for good
 	leftOnce sync.Once
@@ -94,29 +100,65 @@ func New(c Config) (*Node, error) {
 		warned:    make(map[string]time.Time),
 		left:      make(chan struct{}),
 		stop:      make(chan struct{}),
+		raftUp:    make(chan struct{}),
 	}
 	n.fsm = fsm.New(fsm.Options{SessionTTL: cfg.SessionTTL, Logger: cfg.Logger})
 	n.metrics = newMetrics(n, cfg.Registry)
 	n.leaderGate = newGate(n.leaderReadIndex)
 	n.remoteGate = newGate(n.remoteReadIndex)
+	if err := n.listen(); err != nil {
+		n.closeAll()
+		return nil, err
+	}
+	via, err := n.rejoin()
+	if err != nil {
+		n.closeAll()
+		return nil, err
+	}
 	if err := n.startRaft(); err != nil {
 		n.closeAll()
 		return nil, err
 	}
+	close(n.raftUp)
 	if err := n.startGossip(); err != nil {
 		n.closeAll()
 		return nil, err
 	}
-	n.wg.Add(4)
+	n.cfg.Join = append(n.cfg.Join, via...)
+	n.wg.Add(5)
+	go n.haltWatch()
 	go n.proposeLoop()
 	go n.resolveLoop()
 	go n.leaderLoop()
 	go n.membershipLoop()
-	if len(cfg.Join) > 0 {
+	if len(n.cfg.Join) > 0 {
 		n.wg.Add(1)
 		go n.joinLoop()
 	}
 	return n, nil
+}
+
+// listen opens the Raft port: the mux serves node-to-node requests once Raft
+// has started, and holds Raft's own connections until then.
+func (n *Node) listen() error {
+	cfg := n.cfg
+	ln, err := net.Listen("tcp", cfg.RaftAddr)
+	if err != nil {
+		return fmt.Errorf("listen raft %s: %w", cfg.RaftAddr, err)
+	}
+	adv := cfg.RaftAdvertise
+	if adv == "" {
+		adv = advertiseOf(cfg.RaftAddr, ln.Addr())
+	}
+	if _, _, err := net.SplitHostPort(adv); err != nil {
+		ln.Close()
+		return fmt.Errorf("raft advertise address %s: %w", adv, err)
+	}
+	// Kept as given, host name and all: a container restarted with a new IP
+	// address is still reached at its name.
+	n.raftAdvertise = adv
+	n.mux = newMux(ln, hostAddr(adv), cfg.Dial, cfg.PeerTLS, n.serveRPC, n.log, n.metrics.peerRefused)
+	return nil
 }
 
 func (n *Node) startRaft() error {
@@ -144,32 +186,21 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("open log store %s: %w", cfg.DataDir, err)
 	}
 	n.store = store
-	logs, err := raft.NewLogCache(512, store)
-	if err != nil {
-		return fmt.Errorf("log cache: %w", err)
-	}
-	n.logs = logs
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, newHCLogger("snapshot", n.cfg.Logger))
 	if err != nil {
 		return fmt.Errorf("open snapshot store %s: %w", cfg.DataDir, err)
 	}
-	ln, err := net.Listen("tcp", cfg.RaftAddr)
+	// Every entry is read once before raft may, so damage is found here and
+	// reported, not applied or panicked on (store.go).
+	if err := checkLog(store, snaps, cfg.DataDir, cfg.ID, n.log); err != nil {
+		return err
+	}
+	cache, err := raft.NewLogCache(512, verifiedStore{LogStore: store, onDamage: n.logDamaged})
 	if err != nil {
-		return fmt.Errorf("listen raft %s: %w", cfg.RaftAddr, err)
+		return fmt.Errorf("log cache: %w", err)
 	}
-	adv := cfg.RaftAdvertise
-	if adv == "" {
-		adv = advertiseOf(cfg.RaftAddr, ln.Addr())
-	}
-	if _, _, err := net.SplitHostPort(adv); err != nil {
-		ln.Close()
-		return fmt.Errorf("raft advertise address %s: %w", adv, err)
-	}
-	// Kept as given, host name and all: a container restarted with a new IP
-	// address is still reached at its name.
-	advAddr := hostAddr(adv)
-	n.raftAdvertise = adv
-	n.mux = newMux(ln, advAddr, cfg.Dial, cfg.PeerTLS, n.serveRPC, n.log, n.metrics.peerRefused)
+	logs := guardedLogs{LogStore: cache, snaps: snaps}
+	n.logs = logs
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  raftLayer{n.mux},
 		MaxPool: 4,
@@ -181,12 +212,33 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("read log store: %w", err)
 	}
 	n.startIndex = last
-	r, err := raft.NewRaft(rc, instrumentFSM(n.fsm, n.metrics), logs, store, snaps, n.trans)
+	r, err := raft.NewRaft(rc, instrumentFSM(n.fsm, n.metrics), logs, store, guardedSnaps{SnapshotStore: snaps, logs: store}, n.trans)
 	if err != nil {
+		if strings.Contains(err.Error(), "failed to load any existing snapshots") {
+			return fmt.Errorf("start raft: no snapshot in %s could be restored (each is damaged, or the log after it is gone; "+
+				"the log says why above): rejoin from the peers with `rookery recover --data-dir %s`, or restore a backup", cfg.DataDir, cfg.DataDir)
+		}
 		return fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
 	return nil
+}
+
+// logDamaged hears of a damaged entry read back from the log while the node
+// runs: it says so, and takes a snapshot so that followers needing the entry
+// get a snapshot that covers it (this node applied it before it was damaged).
+func (n *Node) logDamaged(index uint64, err error) {
+	n.warnEvery(fmt.Sprint("damaged:", index), "damaged log entry read back from disk; sending snapshots instead",
+		"index", index, "err", err)
+	if !n.snapshotting.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer n.snapshotting.Store(false)
+		if err := n.raft.Snapshot().Error(); err != nil {
+			n.log.Warn("snapshot after a damaged log entry", "err", err)
+		}
+	}()
 }
 
 // advertiseOf turns a listen address into one peers can dial: an unspecified
@@ -233,7 +285,48 @@ func (n *Node) Leader() (id, addr string) {
 // start.
 func (n *Node) Ready() bool {
 	id, _ := n.Leader()
-	return id != "" && n.appliedThrough(n.startIndex)
+	return id != "" && n.appliedThrough(n.startIndex) && n.fsm.Halted() == nil
+}
+
+// Problem says what keeps the node from serving ("" when nothing does).
+func (n *Node) Problem() string {
+	if h := n.fsm.Halted(); h != nil {
+		return h.Error() + "; stop the node and run `rookery recover --data-dir " + n.cfg.DataDir + "`"
+	}
+	if id, _ := n.Leader(); id == "" {
+		return "no leader"
+	}
+	if !n.appliedThrough(n.startIndex) {
+		return "catching up with the log it held at start"
+	}
+	return ""
+}
+
+// haltWatch steps a halted node down from leadership, and keeps it down: it
+// can append to the log but no longer apply it, so it must not be the node
+// that answers writes.
+func (n *Node) haltWatch() {
+	defer n.wg.Done()
+	select {
+	case <-n.fsm.HaltedCh():
+	case <-n.stop:
+		return
+	}
+	n.log.Error("state machine halted; this node serves nothing until it is recovered", "problem", n.Problem())
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		if n.IsLeader() && n.voters() > 1 {
+			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+				n.log.Warn("halted leader could not hand leadership over", "err", err)
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-n.stop:
+			return
+		}
+	}
 }
 
 // Left is closed once the node has left the cluster for good (Leave).
@@ -252,6 +345,9 @@ func (n *Node) Status() Status {
 		Filters:      n.fsm.Len(),
 		MemoryBytes:  n.fsm.MemoryBytes(),
 		Ready:        n.Ready(),
+	}
+	if !st.Ready {
+		st.Problem = n.Problem()
 	}
 	if lid != "" {
 		if m, ok := n.memberMeta(lid); ok {

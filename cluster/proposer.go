@@ -77,7 +77,8 @@ func (n *Node) submitLocal(cmd *fsm.Command, fut *Future) {
 
 // forward sends cmd to the leader at addr and resolves fut with its answer.
 func (n *Node) forward(addr string, cmd *fsm.Command, fut *Future) {
-	ch, err := n.peer(addr).send(opApply, fsm.EncodeCommand(cmd))
+	// In the version the whole cluster reads, since the leader may be older.
+	ch, err := n.peer(addr).send(opApply, fsm.EncodeCommandVersion(cmd, n.forwardCodec()))
 	if err != nil {
 		// Never sent: definitely not applied.
 		n.log.Debug("forward to leader", "leader", addr, "err", err)
@@ -182,10 +183,10 @@ func (n *Node) propose(batch []proposal) {
 		return
 	}
 	var data []byte
-	if len(cmds) == 1 {
-		data = fsm.EncodeCommand(cmds[0])
+	if v := n.entryCodec(); len(cmds) == 1 {
+		data = fsm.EncodeCommandVersion(cmds[0], v)
 	} else {
-		data = fsm.EncodeBatch(cmds)
+		data = fsm.EncodeBatchVersion(cmds, v)
 	}
 	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
 	select {
@@ -291,6 +292,11 @@ func (n *Node) resolveBatch(b inflightBatch) {
 		return
 	}
 	switch r := b.f.Response().(type) {
+	case *fsm.Halt:
+		// Committed, so applied by every healthy replica, but not here.
+		for _, p := range b.props {
+			p.fut.Resolve(nil, fmt.Errorf("%w: %w on this node", ErrIndeterminate, r))
+		}
 	case *fsm.Result:
 		b.props[0].fut.Resolve(r, nil)
 	case []*fsm.Result:

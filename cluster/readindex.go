@@ -84,6 +84,10 @@ func (g *gate) loop() {
 // A read that has to wait gives up after the node's apply timeout, or when ctx
 // ends.
 func (n *Node) ReadBarrier(ctx context.Context, level ReadLevel) error {
+	if h := n.fsm.Halted(); h != nil {
+		// Not even a stale read: this state will never catch up.
+		return fmt.Errorf("%w: %v", ErrHalted, h)
+	}
 	if level == ReadStale {
 		return nil
 	}

@@ -22,11 +22,19 @@ type peerStatus struct {
 	LastIndex    uint64 `json:"last"`
 	HasState     bool   `json:"has_state"`
 	Leader       string `json:"leader"`
+	Gossip       string `json:"gossip,omitempty"` // where to join its gossip
 }
 
 // serveRPC answers one peer connection until it closes.
 func (n *Node) serveRPC(c net.Conn) {
 	defer c.Close()
+	// The Raft port listens before Raft starts (a recovered node first leaves
+	// the configuration, see rejoin.go); requests wait for it.
+	select {
+	case <-n.raftUp:
+	case <-n.stop:
+		return
+	}
 	r := bufio.NewReaderSize(c, 64<<10)
 	fw := newFrameWriter(c, func() { c.Close() })
 	defer fw.stop()
@@ -105,13 +113,17 @@ const errUnknownOp = rpcError("unknown request")
 func (n *Node) peerStatus() peerStatus {
 	lid, _ := n.Leader()
 	last := n.raft.LastIndex()
-	return peerStatus{
+	ps := peerStatus{
 		ID:           n.cfg.ID,
 		AppliedIndex: n.fsm.AppliedIndex(),
 		LastIndex:    last,
 		HasState:     last > 0 || n.raft.CurrentTerm() > 0,
 		Leader:       lid,
 	}
+	if g, ok := n.gossipAdv.Load().(string); ok {
+		ps.Gossip = g
+	}
+	return ps
 }
 
 // removeServer removes id from the configuration; only the leader can.

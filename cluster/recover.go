@@ -1,0 +1,263 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/rookerydb/rookery/fsm"
+)
+
+// Recovering a node whose log is damaged (see store.go for how damage is
+// found). Two ways, both run while the node is stopped (`rookery recover`):
+//
+//   - Rejoin (Recover): the damaged log and snapshots are moved aside and a
+//     marker (RejoinFile) lists the peers from the node's last configuration.
+//     Started again, the node first has the leader remove it from the
+//     configuration, and only then starts Raft on an empty log, so that it
+//     joins as a new member, installs a snapshot from the leader and is
+//     promoted once caught up. A voter that forgot its log must not vote
+//     before that: it could elect a leader that lacks writes it had
+//     acknowledged.
+//   - Truncate: the entries from the damaged one on are deleted, losing what
+//     they held (counted before anything is deleted). For a single node, or
+//     when no peer holds the log any more.
+
+// RejoinFile, in a data directory, asks the node to rejoin its cluster as a new
+// member before it starts Raft (written by Recover).
+const RejoinFile = "rejoin.json"
+
+// Rejoin is the content of RejoinFile.
+type Rejoin struct {
+	Reason string    `json:"reason"`
+	Moved  string    `json:"moved"` // where the damaged log and snapshots went
+	Peers  []Peer    `json:"peers"`
+	At     time.Time `json:"at"`
+}
+
+// Peer is a member of the configuration: its id and Raft address.
+type Peer struct {
+	ID   string `json:"id"`
+	Raft string `json:"raft"`
+}
+
+// ErrInUse reports a data directory a running node holds.
+var ErrInUse = errors.New("the data directory is in use: stop the node first")
+
+// openStore opens the log store of dataDir without waiting for a running node
+// to let go of it.
+func openStore(dataDir string) (*raftboltdb.BoltStore, error) {
+	path := filepath.Join(dataDir, "raft.db")
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("no log store in %s: %w", dataDir, err)
+	}
+	s, err := raftboltdb.New(raftboltdb.Options{Path: path,
+		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return nil, fmt.Errorf("%w (%s)", ErrInUse, dataDir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open log store %s: %w", dataDir, err)
+	}
+	return s, nil
+}
+
+func openSnapshots(dataDir string) (raft.SnapshotStore, error) {
+	return raft.NewFileSnapshotStoreWithLogger(dataDir, 2, hclog.NewNullLogger())
+}
+
+// CheckDataDir verifies the log of a stopped node's data directory the way the
+// node does at start: nil, or a *LogDamage.
+func CheckDataDir(dataDir, id string) error {
+	store, err := openStore(dataDir)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	snaps, err := openSnapshots(dataDir)
+	if err != nil {
+		return err
+	}
+	sc, err := scanLog(store, id)
+	if err != nil || len(sc.damaged) == 0 {
+		return err
+	}
+	newest := uint64(0)
+	if metas, err := snaps.List(); err == nil && len(metas) > 0 {
+		newest = metas[0].Index
+	}
+	for _, d := range sc.damaged {
+		if d > newest {
+			dmg := &LogDamage{DataDir: dataDir, Index: d, First: sc.first, Last: sc.last, Reason: sc.reasons[d], SoleVoter: sc.soleVoter}
+			dmg.Entries, dmg.Writes, dmg.Unreadable = countFrom(store, d, sc.last)
+			return dmg
+		}
+	}
+	return nil
+}
+
+// Recover moves the log and snapshots of a stopped node's data directory
+// aside and writes RejoinFile with the peers of its last configuration. It
+// refuses when the configuration has no other voter to recover from.
+func Recover(dataDir, id, reason string) (*Rejoin, error) {
+	store, err := openStore(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	sc, scanErr := scanLog(store, id)
+	store.Close()
+	if scanErr != nil {
+		return nil, scanErr
+	}
+	conf := sc.lastConf
+	if snaps, err := openSnapshots(dataDir); err == nil {
+		if metas, err := snaps.List(); err == nil && len(metas) > 0 && metas[0].ConfigurationIndex > sc.lastConfIndex {
+			conf = metas[0].Configuration
+		}
+	}
+	rj := &Rejoin{Reason: reason, At: time.Now().UTC()}
+	for _, s := range conf.Servers {
+		if string(s.ID) != id && s.Suffrage == raft.Voter {
+			rj.Peers = append(rj.Peers, Peer{ID: string(s.ID), Raft: string(s.Address)})
+		}
+	}
+	if len(rj.Peers) == 0 {
+		return nil, fmt.Errorf("%s holds no configuration with another voter to rejoin from: restore a backup, or truncate the log (rookery recover --truncate-at)", dataDir)
+	}
+	rj.Moved = filepath.Join(dataDir, "damaged-"+rj.At.Format("20060102T150405Z"))
+	if err := os.MkdirAll(rj.Moved, 0o755); err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"raft.db", "snapshots"} {
+		from := filepath.Join(dataDir, name)
+		if _, err := os.Stat(from); err != nil {
+			continue
+		}
+		if err := os.Rename(from, filepath.Join(rj.Moved, name)); err != nil {
+			return nil, fmt.Errorf("move %s aside: %w", from, err)
+		}
+	}
+	b, _ := json.MarshalIndent(rj, "", "  ")
+	if err := writeFileSync(filepath.Join(dataDir, RejoinFile), b); err != nil {
+		return nil, err
+	}
+	return rj, nil
+}
+
+// Truncation is what Truncate deleted.
+type Truncation struct {
+	From, To            uint64 // the entries deleted
+	Entries, Writes     int
+	Unreadable          int
+	ByKey               map[string]int // writes per key, of the entries that decoded
+	Remaining, Snapshot uint64         // the log's new last index; the newest snapshot's
+}
+
+// Truncate deletes the entries of a stopped node's log from index from on,
+// and reports what they held. The entries the newest snapshot covers need no
+// truncation: the node drops damaged ones itself.
+func Truncate(dataDir string, from uint64) (*Truncation, error) {
+	store, err := openStore(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	first, _ := store.FirstIndex()
+	last, err := store.LastIndex()
+	if err != nil {
+		return nil, err
+	}
+	if from < first || from > last || last == 0 {
+		return nil, fmt.Errorf("index %d is not in the log (%d..%d)", from, first, last)
+	}
+	t := &Truncation{From: from, To: last, ByKey: map[string]int{}}
+	if snaps, err := openSnapshots(dataDir); err == nil {
+		if metas, err := snaps.List(); err == nil && len(metas) > 0 {
+			t.Snapshot = metas[0].Index
+		}
+	}
+	if from <= t.Snapshot {
+		return nil, fmt.Errorf("entry %d is covered by the snapshot at %d: the node drops damaged entries a snapshot covers by itself; truncate after %d if anything", from, t.Snapshot, t.Snapshot)
+	}
+	for i := from; i <= last; i++ {
+		t.Entries++
+		var l raft.Log
+		if err := store.GetLog(i, &l); err != nil || l.Index != i {
+			t.Unreadable++
+			continue
+		}
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		_, cmds, err := fsm.DecodeEntry(l.Data)
+		if err != nil {
+			t.Unreadable++
+			continue
+		}
+		for _, c := range cmds {
+			t.Writes++
+			t.ByKey[c.Key]++
+		}
+	}
+	if err := store.DeleteRange(from, last); err != nil {
+		return nil, fmt.Errorf("truncate %d..%d: %w", from, last, err)
+	}
+	t.Remaining = from - 1
+	return t, nil
+}
+
+// Keys lists the keys a truncation touched, most writes first.
+func (t *Truncation) Keys() []string {
+	keys := make([]string, 0, len(t.ByKey))
+	for k := range t.ByKey {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if t.ByKey[keys[i]] != t.ByKey[keys[j]] {
+			return t.ByKey[keys[i]] > t.ByKey[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}
+
+// readRejoin returns the marker of dataDir, or nil if there is none.
+func readRejoin(dataDir string) (*Rejoin, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, RejoinFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rj Rejoin
+	if err := json.Unmarshal(b, &rj); err != nil {
+		return nil, fmt.Errorf("%s: %w", RejoinFile, err)
+	}
+	return &rj, nil
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,87 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// rejoinTimeout bounds how long a node recovered by Recover tries to have the
+// leader remove it before it gives up (and keeps the marker for a retry).
+const rejoinTimeout = time.Minute
+
+// rejoin, when the data directory holds a RejoinFile, has the leader remove
+// this node from the configuration before Raft starts on the empty log (see
+// recover.go for why), and returns the gossip addresses the peers gave, to
+// join through. It runs after the Raft port listens and before Raft starts.
+func (n *Node) rejoin() ([]string, error) {
+	rj, err := readRejoin(n.cfg.DataDir)
+	if err != nil || rj == nil {
+		return nil, err
+	}
+	n.log.Warn("rejoining after recovery: leaving the configuration before starting on an empty log",
+		"reason", rj.Reason, "moved", rj.Moved, "peers", len(rj.Peers))
+	deadline := time.Now().Add(rejoinTimeout)
+	var last error
+	for {
+		gossip, err := n.leaveThroughLeader(rj.Peers)
+		if err == nil {
+			if err := os.Remove(filepath.Join(n.cfg.DataDir, RejoinFile)); err != nil {
+				return nil, err
+			}
+			n.log.Info("left the configuration; joining again as a new member", "via", gossip)
+			return gossip, nil
+		}
+		last = err
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("rejoin: no leader among %d peers removed this node within %v (last: %v); "+
+				"%s stays, start the node again to retry", len(rj.Peers), rejoinTimeout, last, RejoinFile)
+		}
+		select {
+		case <-time.After(time.Second):
+		case <-n.stop:
+			return nil, ErrShutdown
+		}
+	}
+}
+
+// leaveThroughLeader finds the leader among peers and asks it to remove this
+// node; it returns the peers' gossip addresses.
+func (n *Node) leaveThroughLeader(peers []Peer) ([]string, error) {
+	addr := map[string]string{}
+	for _, p := range peers {
+		addr[p.ID] = p.Raft
+	}
+	var gossip []string
+	var errs []error
+	for _, p := range peers {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ps, err := n.peerStatusOf(ctx, p.Raft)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p.ID, err))
+			continue
+		}
+		if ps.Gossip != "" {
+			gossip = append(gossip, ps.Gossip)
+		}
+		leader, ok := addr[ps.Leader]
+		if !ok {
+			continue
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+		_, err = n.peer(leader).call(ctx, opRemove, []byte(n.cfg.ID))
+		cancel()
+		if err == nil {
+			return gossip, nil
+		}
+		errs = append(errs, fmt.Errorf("remove through %s: %w", ps.Leader, err))
+	}
+	if len(errs) == 0 {
+		errs = append(errs, ErrNoLeader)
+	}
+	return nil, errors.Join(errs...)
+}

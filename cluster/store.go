@@ -60,7 +60,7 @@ func (d *LogDamage) Error() string {
 	fmt.Fprintf(&b, "  - truncate the log at %d: rookery recover --data-dir %s --truncate-at %d\n"+
 		"    this loses entries %d..%d: %d entries holding %d writes", d.Index, d.DataDir, d.Index, d.Index, d.Last, d.Entries, d.Writes)
 	if d.Unreadable > 0 {
-		fmt.Fprintf(&b, " (and %d entries too damaged to count)", d.Unreadable)
+		fmt.Fprintf(&b, " (and %s too damaged to count)", plural(d.Unreadable, "entry", "entries"))
 	}
 	if !d.SoleVoter {
 		b.WriteString("; on a node with peers, prefer rejoining: a truncated voter may vote away writes it acknowledged")
@@ -281,4 +281,12 @@ func (v verifiedStore) GetLog(index uint64, l *raft.Log) error {
 		return raft.ErrLogNotFound
 	}
 	return nil
+}
+
+// plural is "1 entry" or "n entries".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -85,7 +85,7 @@ func truncate(dir string, at uint64, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "deleted log entries %d..%d: %d entries holding %d writes", t.From, t.To, t.Entries, t.Writes)
 	if t.Unreadable > 0 {
-		fmt.Fprintf(stdout, ", and %d entries too damaged to read", t.Unreadable)
+		fmt.Fprintf(stdout, ", and %d of them too damaged to read", t.Unreadable)
 	}
 	fmt.Fprintf(stdout, "; the log now ends at %d\n", t.Remaining)
 	for i, k := range t.Keys() {

@@ -267,7 +267,51 @@ type snapState struct {
 	applied  uint64
 }
 
+// readSnapshot reads and verifies a whole snapshot stream, keeping every filter.
 func readSnapshot(r io.Reader, ttl int64) (*snapState, error) {
+	var entries []frozen
+	st, err := scanSnapshot(r, ttl, func(fr frozen) { entries = append(entries, fr) })
+	if err != nil {
+		return nil, err
+	}
+	st.entries = entries
+	return st, nil
+}
+
+// SnapshotSummary describes a snapshot stream that VerifySnapshot read.
+type SnapshotSummary struct {
+	// AppliedIndex is the state machine's applied index when it was taken.
+	AppliedIndex uint64
+	// Sessions is how many client sessions (exactly-once windows) it holds.
+	Sessions int
+	// Filters describes every filter, keys ascending.
+	Filters []Info
+	// MemoryBytes is what the filters take in memory once restored.
+	MemoryBytes uint64
+}
+
+// VerifySnapshot reads a whole snapshot stream from r exactly as Restore does,
+// every checksum and limit included, and describes it without changing any
+// state: a stream it accepts is one Restore accepts. It holds one decoded
+// filter at a time, so checking a backup needs memory for its largest filter,
+// not for all of them. Errors wrap ErrBadSnapshot and name the damaged part.
+func VerifySnapshot(r io.Reader) (*SnapshotSummary, error) {
+	sum := &SnapshotSummary{}
+	st, err := scanSnapshot(r, int64(DefaultSessionTTL), func(fr frozen) {
+		in := infoOf(fr.key, fr.f)
+		sum.Filters = append(sum.Filters, in)
+		sum.MemoryBytes += in.Size
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	sum.AppliedIndex, sum.Sessions = st.applied, len(st.sessions.clients)
+	return sum, nil
+}
+
+// scanSnapshot reads and verifies a snapshot stream, handing each filter to
+// keep as it is decoded; the state it returns has no entries.
+func scanSnapshot(r io.Reader, ttl int64, keep func(frozen)) (*snapState, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	hdr := make([]byte, len(snapMagic)+2+4)
 	if _, err := io.ReadFull(br, hdr); err != nil {
@@ -282,6 +326,8 @@ func readSnapshot(r io.Reader, ttl int64) (*snapState, error) {
 	}
 	sr := &sectionReader{r: br}
 	st := &snapState{}
+	var count uint64
+	var last string // the previous filter's key
 	for seen := 0; ; seen++ {
 		tag, err := sr.ReadByte()
 		if err != nil {
@@ -299,23 +345,31 @@ func readSnapshot(r io.Reader, ttl int64) (*snapState, error) {
 			if err != nil {
 				return nil, err
 			}
-			if n := len(st.entries); n > 0 && st.entries[n-1].key >= fr.key {
+			if count > 0 && last >= fr.key {
 				return nil, fmt.Errorf("filter %q out of order", fr.key)
 			}
-			st.entries = append(st.entries, fr)
+			// The section's checksum covers the key as well: check it before
+			// the filter is kept.
+			if err := sr.end(); err != nil {
+				return nil, fmt.Errorf("filter %q: %w", fr.key, err)
+			}
+			keep(fr)
+			count++
+			last = fr.key
+			continue
 		case tag == tagEnd:
 			n, err := sr.uvarint()
 			if err != nil {
 				return nil, fmt.Errorf("end section: %w", noEOF(err))
 			}
-			if n != uint64(len(st.entries)) {
-				return nil, fmt.Errorf("end section counts %d filters, stream holds %d", n, len(st.entries))
+			if n != count {
+				return nil, fmt.Errorf("end section counts %d filters, stream holds %d", n, count)
 			}
 			if st.applied, err = sr.uvarint(); err != nil {
 				return nil, fmt.Errorf("end section: %w", noEOF(err))
 			}
 			if err := sr.end(); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("end section: %w", err)
 			}
 			if _, err := br.ReadByte(); err != io.EOF {
 				return nil, errors.New("data after the end section")
@@ -324,10 +378,9 @@ func readSnapshot(r io.Reader, ttl int64) (*snapState, error) {
 		default:
 			return nil, fmt.Errorf("unknown section %q", tag)
 		}
-		if tag != tagEnd {
-			if err := sr.end(); err != nil {
-				return nil, err
-			}
+		// Only the sessions section gets here.
+		if err := sr.end(); err != nil {
+			return nil, fmt.Errorf("sessions: %w", err)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"io"
 
 	"github.com/rookerydb/rookery/cluster"
 	"github.com/rookerydb/rookery/filters"
@@ -27,6 +28,17 @@ type Backend interface {
 	Leave(ctx context.Context) error
 	// Ready reports whether the node has a leader and has caught up (/readyz).
 	Ready() bool
+	// TakeSnapshot has raft snapshot this node's state now (POST /v1/snapshot).
+	TakeSnapshot() (cluster.SnapshotInfo, error)
+	// OpenBackup opens a fresh snapshot as a backup file (GET /v1/snapshot). A
+	// follower answers cluster.ErrNotLeader unless stale, when it backs up its
+	// own state.
+	OpenBackup(ctx context.Context, stale bool) (*cluster.Backup, error)
+	// RestoreBackup restores the cluster to the backup file read from r, of
+	// size bytes (-1: unknown), after verifying all of it (POST
+	// /v1/snapshot/restore). A follower answers cluster.ErrNotLeader without
+	// reading r.
+	RestoreBackup(ctx context.Context, r io.Reader, size int64) (*cluster.Restored, error)
 }
 
 // queries is the read side of the state machine that commands use; *fsm.FSM

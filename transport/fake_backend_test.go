@@ -1,7 +1,11 @@
 package transport
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -30,6 +34,9 @@ type fakeBackend struct {
 	ready      bool
 	leaveErr   error
 	left       bool
+	follower   bool  // backups and restores answer ErrNotLeader, Status says so
+	backupErr  error // OpenBackup, RestoreBackup and TakeSnapshot fail with it
+	restores   int   // backups restored
 	queue      chan queued
 	stop       chan struct{}
 	stopped    sync.WaitGroup
@@ -113,9 +120,13 @@ func (b *fakeBackend) FSM() *fsm.FSM { return b.fsm }
 func (b *fakeBackend) Status() cluster.Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return cluster.Status{ID: "n1", Role: "leader", LeaderID: "n1", LeaderRESP: "127.0.0.1:6379",
+	st := cluster.Status{ID: "n1", Role: "leader", LeaderID: "n1", LeaderRESP: "127.0.0.1:6379",
 		Term: 3, CommitIndex: b.index, AppliedIndex: b.index, Filters: b.fsm.Len(),
 		MemoryBytes: b.fsm.MemoryBytes(), Ready: b.ready}
+	if b.follower {
+		st.ID, st.Role = "n2", "follower"
+	}
+	return st
 }
 
 func (b *fakeBackend) Nodes() []cluster.NodeInfo {
@@ -142,6 +153,82 @@ func (b *fakeBackend) Ready() bool {
 	defer b.mu.Unlock()
 	return b.ready
 }
+
+func (b *fakeBackend) TakeSnapshot() (cluster.SnapshotInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.backupErr != nil {
+		return cluster.SnapshotInfo{}, b.backupErr
+	}
+	return cluster.SnapshotInfo{ID: "3-7-1", Index: b.index, Term: 3, Size: 1234}, nil
+}
+
+// OpenBackup backs up the fake's state machine as the cluster would, with a
+// made-up raft meta.
+func (b *fakeBackend) OpenBackup(ctx context.Context, stale bool) (*cluster.Backup, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.backupErr != nil:
+		return nil, b.backupErr
+	case b.follower && !stale:
+		return nil, cluster.ErrNotLeader
+	}
+	snap, err := b.fsm.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	defer snap.Release()
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		return nil, err
+	}
+	meta := cluster.BackupMeta{
+		Index:               max(b.index, 1),
+		Term:                3,
+		RaftSnapshotVersion: 1,
+		Configuration:       []cluster.BackupServer{{ID: "n1", Address: "127.0.0.1:7000", Suffrage: "Voter"}},
+		StateBytes:          int64(sink.Len()),
+		Node:                "n1",
+		Created:             time.Now(),
+	}
+	return cluster.NewBackup(meta, io.NopCloser(&sink.Buffer))
+}
+
+// RestoreBackup verifies the backup in r and restores the fake's state
+// machine from it, as raft.Restore would.
+func (b *fakeBackend) RestoreBackup(ctx context.Context, r io.Reader, size int64) (*cluster.Restored, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.backupErr != nil:
+		return nil, b.backupErr
+	case b.follower:
+		return nil, cluster.ErrNotLeader
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("receive backup: %w", err)
+	}
+	info, err := cluster.VerifyBackup(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	state := data[info.FileBytes-info.Meta.StateBytes-sha256.Size : info.FileBytes-sha256.Size]
+	if err := b.fsm.Restore(io.NopCloser(bytes.NewReader(state))); err != nil {
+		return nil, err
+	}
+	b.restores++
+	b.index = max(b.index, info.Meta.Index) + 1
+	return &cluster.Restored{BackupInfo: info, Index: b.index}, nil
+}
+
+// memSink is a raft.SnapshotSink in memory.
+type memSink struct{ bytes.Buffer }
+
+func (s *memSink) ID() string    { return "mem" }
+func (s *memSink) Close() error  { return nil }
+func (s *memSink) Cancel() error { return nil }
 
 func (b *fakeBackend) set(f func(b *fakeBackend)) {
 	b.mu.Lock()

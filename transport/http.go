@@ -21,7 +21,9 @@ const leaveTimeout = 30 * time.Second
 const (
 	// httpReadHeaderTimeout bounds reading a request's headers (slowloris).
 	httpReadHeaderTimeout = 10 * time.Second
-	// httpReadTimeout bounds reading a whole request; no route takes a large body.
+	// httpReadTimeout bounds reading a whole request; no route takes a large
+	// body but a backup's restore, which pushes its own deadline out as bytes
+	// arrive (http_snapshot.go).
 	httpReadTimeout = 30 * time.Second
 	// httpWriteTimeout bounds a handler and its reply. It covers POST /v1/leave
 	// (leaveTimeout) with room to spare; pprof's profile and trace push their
@@ -42,6 +44,9 @@ const (
 //	GET  /v1/nodes    the cluster's members as JSON
 //	GET  /v1/filters  every filter: name, kind, items, capacity, memory, estimated FPP
 //	POST /v1/leave    leave the cluster for good
+//	POST /v1/snapshot          raft snapshots this node now (http_snapshot.go)
+//	GET  /v1/snapshot          a backup file of the cluster, from the leader
+//	POST /v1/snapshot/restore  restore the cluster to the backup in the body
 //	GET  /metrics     Prometheus text format (when Config.Registry is set)
 //	GET  /debug/pprof/ Go profiles (when Config.Pprof is set)
 //
@@ -72,6 +77,9 @@ func NewHTTP(cfg Config, be Backend) *HTTPServer {
 	})
 	mux.HandleFunc("GET /v1/filters", h.filters)
 	mux.HandleFunc("POST /v1/leave", h.leave)
+	mux.HandleFunc("POST /v1/snapshot", h.takeSnapshot)
+	mux.HandleFunc("GET /v1/snapshot", h.saveBackup)
+	mux.HandleFunc("POST /v1/snapshot/restore", h.restoreBackup)
 	if cfg.Registry != nil {
 		newMetrics(cfg.Registry, be) // the node gauges, even with no RESP server
 		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))

@@ -1,0 +1,224 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/rookerydb/rookery/cluster"
+)
+
+// Snapshots and backups over HTTP (the file's format and what a restore does
+// are in cluster/backup.go; DESIGN.md says why the routes behave as they do):
+//
+//	POST /v1/snapshot          raft snapshots this node now; its index, term, size
+//	GET  /v1/snapshot          a backup file, taken on the leader
+//	GET  /v1/snapshot?stale=1  a backup of this node's own state, leader or not
+//	POST /v1/snapshot/restore  the body is a backup file; the leader restores it
+//
+// A follower answers the leader-only routes with 307 Temporary Redirect to the
+// leader's HTTP address, which `rookery snapshot` follows.
+
+const (
+	// backupIdle drops a backup transfer that moves no byte for this long.
+	// The server's whole-request limits are meant for small requests; a
+	// transfer instead pushes its deadline out as bytes move.
+	backupIdle = 30 * time.Second
+	// backupPrepare bounds taking the snapshot before its first byte goes out:
+	// a barrier, raft writing the snapshot, and its checksum pass on opening.
+	backupPrepare = 10 * time.Minute
+	// deadlineStep is how often a busy transfer pushes its deadline out.
+	deadlineStep = time.Second
+)
+
+// snapshotJSON answers POST /v1/snapshot.
+type snapshotJSON struct {
+	ID    string `json:"id"`
+	Index uint64 `json:"index"`
+	Term  uint64 `json:"term"`
+	Size  int64  `json:"size_bytes"`
+}
+
+// restoredJSON answers POST /v1/snapshot/restore.
+type restoredJSON struct {
+	Restored    bool   `json:"restored"`
+	Index       uint64 `json:"index"` // where the restored state sits in this cluster's log
+	BackupIndex uint64 `json:"backup_index"`
+	BackupTerm  uint64 `json:"backup_term"`
+	BackupNode  string `json:"backup_node"`
+	Created     string `json:"backup_created"`
+	Filters     int    `json:"filters"`
+	Memory      uint64 `json:"memory_bytes"`
+	FileBytes   int64  `json:"file_bytes"`
+}
+
+// takeSnapshot is POST /v1/snapshot.
+func (h *HTTPServer) takeSnapshot(w http.ResponseWriter, r *http.Request) {
+	s, err := h.be.TakeSnapshot()
+	if err != nil {
+		h.log.Warn("snapshot", "err", err)
+		code, msg := backupStatus(err)
+		writeJSON(w, code, map[string]string{"error": msg})
+		return
+	}
+	h.log.Info("snapshot taken", "index", s.Index, "term", s.Term, "bytes", s.Size)
+	writeJSON(w, http.StatusOK, snapshotJSON{ID: s.ID, Index: s.Index, Term: s.Term, Size: s.Size})
+}
+
+// saveBackup is GET /v1/snapshot: the backup file as the body.
+func (h *HTTPServer) saveBackup(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead {
+		// A HEAD would take a whole snapshot only to throw it away.
+		w.Header().Set("Allow", "GET")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	stale := false
+	if q := r.URL.Query(); q.Has("stale") {
+		v := q.Get("stale")
+		b, err := strconv.ParseBool(v)
+		stale = v == "" || (err == nil && b)
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Now().Add(backupPrepare))
+	b, err := h.be.OpenBackup(r.Context(), stale)
+	if errors.Is(err, cluster.ErrNotLeader) {
+		h.redirectToLeader(w, r)
+		return
+	}
+	if err != nil {
+		h.log.Warn("backup", "err", err)
+		code, msg := backupStatus(err)
+		writeJSON(w, code, map[string]string{"error": msg})
+		return
+	}
+	defer b.Close()
+	m := b.Meta()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(b.Size(), 10))
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="rookery-%d.backup"`, m.Index))
+	w.Header().Set("X-Rookery-Index", strconv.FormatUint(m.Index, 10))
+	w.Header().Set("X-Rookery-Term", strconv.FormatUint(m.Term, 10))
+	w.WriteHeader(http.StatusOK)
+	n, err := b.WriteTo(&deadlineWriter{w: w, rc: rc})
+	if err != nil {
+		// The client sees a short body, and its checks refuse the file.
+		h.log.Warn("backup transfer failed", "index", m.Index, "sent", n, "of", b.Size(), "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	h.log.Info("backup sent", "index", m.Index, "term", m.Term, "bytes", n, "remote", r.RemoteAddr)
+}
+
+// restoreBackup is POST /v1/snapshot/restore with a backup file as the body.
+func (h *HTTPServer) restoreBackup(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	// The upload and the restore may take longer than any fixed limit: reads
+	// push their own deadline out, and the reply gets a fresh one below.
+	_ = rc.SetWriteDeadline(time.Time{})
+	body := &deadlineReader{r: r.Body, rc: rc}
+	res, err := h.be.RestoreBackup(r.Context(), body, r.ContentLength)
+	_ = rc.SetWriteDeadline(time.Now().Add(backupIdle))
+	if errors.Is(err, cluster.ErrNotLeader) {
+		h.redirectToLeader(w, r)
+		return
+	}
+	if err != nil {
+		code, msg := backupStatus(err)
+		if body.err != nil {
+			code, msg = http.StatusBadRequest, fmt.Sprintf("upload interrupted after %d bytes: %v", body.n, body.err)
+		}
+		h.log.Warn("restore refused", "remote", r.RemoteAddr, "err", msg)
+		writeJSON(w, code, map[string]string{"error": msg})
+		return
+	}
+	h.log.Info("restored the cluster from a backup", "remote", r.RemoteAddr, "index", res.Index,
+		"backup_index", res.Meta.Index, "filters", len(res.State.Filters))
+	writeJSON(w, http.StatusOK, restoredJSON{Restored: true, Index: res.Index, BackupIndex: res.Meta.Index,
+		BackupTerm: res.Meta.Term, BackupNode: res.Meta.Node, Created: res.Meta.Created.Format(time.RFC3339),
+		Filters: len(res.State.Filters), Memory: res.State.MemoryBytes, FileBytes: res.FileBytes})
+}
+
+// redirectToLeader sends the client to the same path on the leader's HTTP
+// address, assumed to speak the same scheme as this node. A 307 keeps the
+// method and body; the client must send its credentials again, as it would
+// to any other host.
+func (h *HTTPServer) redirectToLeader(w http.ResponseWriter, r *http.Request) {
+	st := h.be.Status()
+	addr := ""
+	if st.LeaderID != "" {
+		for _, n := range h.be.Nodes() {
+			if n.ID == st.LeaderID {
+				addr = n.HTTPAddr
+			}
+		}
+	}
+	if addr == "" || st.LeaderID == st.ID {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no leader known; try again"})
+		return
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	w.Header().Set("Location", scheme+"://"+addr+r.URL.RequestURI())
+	writeJSON(w, http.StatusTemporaryRedirect, map[string]string{"error": "not the leader",
+		"leader_id": st.LeaderID, "leader_http_addr": addr})
+}
+
+// backupStatus is the HTTP status and message of a snapshot, backup or
+// restore error.
+func backupStatus(err error) (int, string) {
+	switch {
+	case errors.Is(err, cluster.ErrBadBackup):
+		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, cluster.ErrBackupTooLarge), errors.Is(err, cluster.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, err.Error()
+	case errors.Is(err, cluster.ErrRestoreInProgress), errors.Is(err, cluster.ErrNothingToSnapshot):
+		return http.StatusConflict, err.Error()
+	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader),
+		errors.Is(err, cluster.ErrShutdown), errors.Is(err, cluster.ErrIndeterminate):
+		return http.StatusServiceUnavailable, err.Error()
+	}
+	return http.StatusInternalServerError, err.Error()
+}
+
+// deadlineWriter pushes the connection's write deadline out as bytes go.
+type deadlineWriter struct {
+	w    io.Writer
+	rc   *http.ResponseController
+	last time.Time
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	if now := time.Now(); now.Sub(d.last) >= deadlineStep {
+		_ = d.rc.SetWriteDeadline(now.Add(backupIdle))
+		d.last = now
+	}
+	return d.w.Write(p)
+}
+
+// deadlineReader pushes the connection's read deadline out as bytes come, and
+// remembers how the body ended if it ended badly.
+type deadlineReader struct {
+	r    io.Reader
+	rc   *http.ResponseController
+	last time.Time
+	n    int64
+	err  error
+}
+
+func (d *deadlineReader) Read(p []byte) (int, error) {
+	if now := time.Now(); now.Sub(d.last) >= deadlineStep {
+		_ = d.rc.SetReadDeadline(now.Add(backupIdle))
+		d.last = now
+	}
+	n, err := d.r.Read(p)
+	d.n += int64(n)
+	if err != nil && err != io.EOF {
+		d.err = err
+	}
+	return n, err
+}

@@ -5,6 +5,7 @@
 //	rookery --id n1 --data-dir /var/lib/rookery --bootstrap-expect 3 ...
 //	rookery probe http://127.0.0.1:6480/readyz   exit 0 if the URL answers 200
 //	rookery tls ca|cert|init ...                 make the cluster's certificates
+//	rookery snapshot save|restore|inspect ...    back up and restore the cluster
 //	rookery recover --data-dir DIR [...]         recover a node whose log is damaged
 //
 // Every flag can also be set as ROOKERY_<FLAG> in the environment. See run.go
@@ -28,6 +29,8 @@ func main() {
 			os.Exit(probe(os.Args[2:], os.Stderr))
 		case "tls":
 			os.Exit(tlsCommand(os.Args[2:], os.Stdout, os.Stderr))
+		case "snapshot":
+			os.Exit(snapshotCommand(os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr))
 		case "recover":
 			os.Exit(recoverCommand(os.Args[2:], os.Stdout, os.Stderr))
 		}

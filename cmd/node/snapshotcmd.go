@@ -1,0 +1,379 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/internal/certs"
+)
+
+const snapshotUsage = `usage:
+  rookery snapshot save [flags] FILE
+      download a backup of the cluster from its leader, verify every checksum,
+      and write it to FILE (atomically, readable by its owner only)
+  rookery snapshot restore [flags] FILE
+      verify FILE, then restore the cluster to it: every node's filters become
+      the backup's (the cluster's own membership stays)
+  rookery snapshot inspect FILE
+      verify FILE and describe it: index, term, configuration, filters
+
+flags of save and restore:
+  --addr HOST:PORT   HTTP address of any node (default 127.0.0.1:6480); a
+                     follower sends the command on to the leader
+  --cacert FILE      CA of the nodes' certificates: speak https (--http-tls)
+  --cert, --key FILE client certificate (with --tls-client-auth)
+  --password PW      the nodes' --requirepass (default: $ROOKERY_REQUIREPASS)
+  --stale            save: back up the given node's own state, even on a
+                     follower (cheaper for the leader; may miss recent writes)
+`
+
+const (
+	// snapshotWait bounds the wait for a node's answer: taking a snapshot of a
+	// large state, or restoring one and installing it on every follower.
+	snapshotWait = 10 * time.Minute
+	// maxRedirects bounds how often a follower may send the command on.
+	maxRedirects = 5
+)
+
+// snapshotCommand is `rookery snapshot save|restore|inspect`. It returns the
+// exit code: 0 done, 1 failed (nothing changed, no file written), 2 usage.
+func snapshotCommand(args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, snapshotUsage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sub := args[0]
+	o, err := parseSnapshotFlags(sub, args[1:], env, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "rookery snapshot %s: %v\n%s", sub, err, snapshotUsage)
+		}
+		return 2
+	}
+	switch sub {
+	case "save":
+		err = snapshotSave(ctx, o, stdout, stderr)
+	case "restore":
+		err = snapshotRestore(ctx, o, stdout, stderr)
+	case "inspect":
+		err = snapshotInspect(o.file, stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rookery snapshot %s: %v\n", sub, err)
+		return 1
+	}
+	return 0
+}
+
+// snapshotOptions are the flags and the file of one snapshot command.
+type snapshotOptions struct {
+	addr, caFile, certFile, keyFile, password string
+	stale                                     bool
+	file                                      string
+}
+
+func parseSnapshotFlags(sub string, args []string, env func(string) (string, bool), stderr io.Writer) (*snapshotOptions, error) {
+	o := &snapshotOptions{}
+	fs := flag.NewFlagSet("rookery snapshot "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, snapshotUsage) }
+	switch sub {
+	case "save", "restore":
+		o.password, _ = env("ROOKERY_REQUIREPASS")
+		fs.StringVar(&o.addr, "addr", "127.0.0.1:6480", "HTTP address of any node")
+		fs.StringVar(&o.caFile, "cacert", "", "PEM file of the CA that signed the nodes' certificates (https)")
+		fs.StringVar(&o.certFile, "cert", "", "client certificate to present (with --key)")
+		fs.StringVar(&o.keyFile, "key", "", "client private key")
+		fs.StringVar(&o.password, "password", o.password, "the nodes' password (default $ROOKERY_REQUIREPASS)")
+		if sub == "save" {
+			fs.BoolVar(&o.stale, "stale", false, "back up the given node's own state, even on a follower")
+		}
+	case "inspect":
+	default:
+		return nil, fmt.Errorf("unknown command %q", sub)
+	}
+	// Flags may come after the file too: parse again after each positional.
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) != 1 {
+		return nil, errors.New("want exactly one FILE")
+	}
+	if (o.certFile == "") != (o.keyFile == "") {
+		return nil, errors.New("--cert and --key go together")
+	}
+	o.file = pos[0]
+	return o, nil
+}
+
+// snapshotSave downloads a backup, verifying it as it arrives, and renames it
+// into place only once every checksum has held.
+func snapshotSave(ctx context.Context, o *snapshotOptions, stdout, stderr io.Writer) error {
+	c, err := newSnapshotClient(o, stderr)
+	if err != nil {
+		return err
+	}
+	path := "/v1/snapshot"
+	if o.stale {
+		path += "?stale=1"
+	}
+	resp, err := c.do(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(o.file), "."+filepath.Base(o.file)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	done := false
+	defer func() {
+		if !done {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	w := bufio.NewWriterSize(tmp, 1<<20)
+	info, err := cluster.VerifyBackup(io.TeeReader(resp.Body, w))
+	if err != nil {
+		return fmt.Errorf("the backup received from %s failed its checks, so %s was not written: %w", resp.Request.URL.Host, o.file, err)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), o.file); err != nil {
+		return err
+	}
+	done = true
+	syncDir(filepath.Dir(o.file))
+	m := info.Meta
+	fmt.Fprintf(stdout, "saved %s: index %d, term %d, %d bytes, %d filters (taken on %s)\n",
+		o.file, m.Index, m.Term, info.FileBytes, len(info.State.Filters), m.Node)
+	return nil
+}
+
+// syncDir makes a rename in dir durable, where the system allows it.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}
+
+// snapshotRestore verifies the file here first, so that a damaged one never
+// leaves this machine, then uploads it to the leader.
+func snapshotRestore(ctx context.Context, o *snapshotOptions, stdout, stderr io.Writer) error {
+	f, err := os.Open(o.file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := cluster.VerifyBackup(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		return fmt.Errorf("refusing to restore %s, nothing was sent: %w", o.file, err)
+	}
+	c, err := newSnapshotClient(o, stderr)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/snapshot/restore", func() (io.Reader, int64) {
+		return io.NewSectionReader(f, 0, info.FileBytes), info.FileBytes
+	})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var res struct {
+		Index   uint64 `json:"index"`
+		Filters int    `json:"filters"`
+		Memory  uint64 `json:"memory_bytes"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		return fmt.Errorf("%s restored the backup but its answer is unreadable: %v", resp.Request.URL.Host, err)
+	}
+	fmt.Fprintf(stdout, "restored %s (index %d, term %d, taken on %s) through %s: %d filters, %d bytes of memory; the cluster's state is the backup's from index %d\n",
+		o.file, info.Meta.Index, info.Meta.Term, info.Meta.Node, resp.Request.URL.Host, res.Filters, res.Memory, res.Index)
+	return nil
+}
+
+// snapshotInspect verifies a backup file and describes it.
+func snapshotInspect(file string, stdout io.Writer) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := cluster.VerifyBackup(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	m, st := info.Meta, info.State
+	var servers []string
+	for _, s := range m.Configuration {
+		servers = append(servers, fmt.Sprintf("%s (%s, %s)", s.ID, s.Address, strings.ToLower(s.Suffrage)))
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "file\t%s: %d bytes, every checksum holds\n", file, info.FileBytes)
+	fmt.Fprintf(tw, "taken\t%s on %s\n", m.Created.Format(time.RFC3339), m.Node)
+	fmt.Fprintf(tw, "index\t%d\n", m.Index)
+	fmt.Fprintf(tw, "term\t%d\n", m.Term)
+	fmt.Fprintf(tw, "configuration\t%s\n", strings.Join(servers, ", "))
+	fmt.Fprintf(tw, "state\t%d bytes, applied index %d, %d client sessions\n", m.StateBytes, st.AppliedIndex, st.Sessions)
+	fmt.Fprintf(tw, "filters\t%d, %d bytes of memory\n", len(st.Filters), st.MemoryBytes)
+	tw.Flush()
+	if len(st.Filters) == 0 {
+		return nil
+	}
+	fmt.Fprintln(stdout)
+	tw = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKIND\tITEMS\tCAPACITY\tBYTES")
+	for _, in := range st.Filters {
+		fmt.Fprintf(tw, "%q\t%s\t%d\t%d\t%d\n", in.Key, in.Kind, in.Items, in.Capacity, in.Size)
+	}
+	return tw.Flush()
+}
+
+// snapshotClient talks to the nodes' HTTP faces.
+type snapshotClient struct {
+	hc       *http.Client
+	base     *url.URL
+	password string
+	stderr   io.Writer
+}
+
+func newSnapshotClient(o *snapshotOptions, stderr io.Writer) (*snapshotClient, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = snapshotWait
+	// The restore's upload waits for the node's word first, so that a refusal
+	// or a redirect costs nothing of the file.
+	tr.ExpectContinueTimeout = 10 * time.Second
+	scheme := "http"
+	switch {
+	case o.caFile != "":
+		cfg, err := certs.ClientConfig(o.caFile, o.certFile, o.keyFile)
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig, scheme = cfg, "https"
+	case o.certFile != "":
+		kp, err := tls.LoadX509KeyPair(o.certFile, o.keyFile)
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig, scheme = &tls.Config{Certificates: []tls.Certificate{kp}}, "https"
+	}
+	raw := o.addr
+	if !strings.Contains(raw, "://") {
+		raw = scheme + "://" + raw
+	}
+	base, err := url.Parse(raw)
+	if err != nil || base.Host == "" {
+		return nil, fmt.Errorf("--addr %q: want HOST:PORT", o.addr)
+	}
+	return &snapshotClient{
+		hc: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // do follows them itself
+		}},
+		base: base, password: o.password, stderr: stderr,
+	}, nil
+}
+
+// do sends method path to the node, following a follower's redirect to the
+// leader with the same credentials, and returns a 200 answer; anything else is
+// an error carrying the node's message. body, if set, gives the request body
+// afresh for each attempt.
+func (c *snapshotClient) do(ctx context.Context, method, path string, body func() (io.Reader, int64)) (*http.Response, error) {
+	target := c.base.ResolveReference(&url.URL{Path: path})
+	if p, q, ok := strings.Cut(path, "?"); ok {
+		target = c.base.ResolveReference(&url.URL{Path: p, RawQuery: q})
+	}
+	for hop := 0; ; hop++ {
+		var rd io.Reader
+		var size int64
+		if body != nil {
+			rd, size = body()
+		}
+		req, err := http.NewRequestWithContext(ctx, method, target.String(), rd)
+		if err != nil {
+			return nil, err
+		}
+		if body != nil {
+			req.ContentLength = size
+			req.Header.Set("Content-Type", "application/octet-stream")
+			req.Header.Set("Expect", "100-continue")
+		}
+		if c.password != "" {
+			req.Header.Set("Authorization", "Bearer "+c.password)
+		}
+		resp, err := c.hc.Do(req)
+		if err != nil {
+			if hop > 0 {
+				return nil, fmt.Errorf("the leader at %s could not be reached (%v); if the nodes advertise addresses this host cannot use, give the leader's address with --addr", target.Host, err)
+			}
+			return nil, err
+		}
+		if resp.StatusCode == http.StatusOK {
+			return resp, nil
+		}
+		msg := errorMessage(resp)
+		if resp.StatusCode != http.StatusTemporaryRedirect {
+			return nil, fmt.Errorf("%s: %s: %s", target.Host, resp.Status, msg)
+		}
+		next, err := target.Parse(resp.Header.Get("Location"))
+		switch {
+		case err != nil || next.Host == "":
+			return nil, fmt.Errorf("%s sent a redirect without a usable address: %q", target.Host, resp.Header.Get("Location"))
+		case hop == maxRedirects:
+			return nil, fmt.Errorf("%s: still not the leader after %d redirects; is the cluster electing one?", next.Host, hop)
+		case target.Scheme == "https" && next.Scheme != "https":
+			return nil, fmt.Errorf("%s redirected to %s, which is not https; refusing to send credentials in plain text", target.Host, next)
+		}
+		fmt.Fprintf(c.stderr, "%s is not the leader; going on to %s\n", target.Host, next.Host)
+		target = next
+	}
+}
+
+// errorMessage is the "error" of a node's JSON answer, or its start.
+func errorMessage(resp *http.Response) string {
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(raw, &e) == nil && e.Error != "" {
+		return e.Error
+	}
+	return strings.TrimSpace(string(raw))
+}

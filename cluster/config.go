@@ -9,6 +9,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -74,6 +75,9 @@ type Config struct {
 	Logger   *slog.Logger
 	Registry *prometheus.Registry // nil: metrics are not registered
 	Dial     DialFunc             // nil: net.Dialer
+
+	// testLogStore, in tests, wraps the log store on disk (fault injection).
+	testLogStore func(raft.LogStore) raft.LogStore
 }
 
 // PeerTLS is the two sides of mutual TLS between nodes. Server must require and

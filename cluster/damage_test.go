@@ -164,12 +164,13 @@ func TestDamagedSnapshotFallsBack(t *testing.T) {
 // catches up (writes made meanwhile included) and is a voter again.
 func TestRecoverRejoinsFromPeers(t *testing.T) {
 	tc := newTestCluster(t, 3, nil)
-	li, l := tc.leader(10 * time.Second)
+	_, l := tc.leader(10 * time.Second)
 	f := tc.followers()[0]
 	for i := 0; i < 50; i++ {
-		mustSubmit(t, l, bfAdd("k", fmt.Sprintf("before-%02d", i)))
+		tc.mustWrite(bfAdd("k", fmt.Sprintf("before-%02d", i)))
 	}
 	eventually(t, 10*time.Second, "the follower to apply", func() bool {
+		_, l = tc.leader(10 * time.Second)
 		return tc.nodes[f].FSM().AppliedIndex() >= l.FSM().AppliedIndex()
 	})
 	dir := tc.cfgs[f].DataDir
@@ -179,7 +180,7 @@ func TestRecoverRejoinsFromPeers(t *testing.T) {
 		t.Fatalf("start of the damaged follower: %v", err)
 	}
 	for i := 0; i < 20; i++ {
-		mustSubmit(t, l, bfAdd("k", fmt.Sprintf("while-down-%02d", i)))
+		tc.mustWrite(bfAdd("k", fmt.Sprintf("while-down-%02d", i)))
 	}
 	rj, err := Recover(dir, tc.cfgs[f].ID, "test")
 	if err != nil {
@@ -209,7 +210,6 @@ func TestRecoverRejoinsFromPeers(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, RejoinFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("rejoin marker left behind: %v", err)
 	}
-	_ = li
 }
 
 // An entry damaged on the leader's disk, which a follower that was down needs:
@@ -223,10 +223,11 @@ func TestLeaderSendsSnapshotForDamagedEntry(t *testing.T) {
 	var items []string
 	for i := 0; i < 700; i++ { // more than the log cache holds
 		item := fmt.Sprintf("x-%03d", i)
-		mustSubmit(t, l, bfAdd("k", item))
+		tc.mustWrite(bfAdd("k", item))
 		items = append(items, item)
 	}
 	// Damage x-010's entry in the leader's store, under its cache.
+	_, l = tc.leader(10 * time.Second)
 	first, _ := l.store.FirstIndex()
 	last, _ := l.store.LastIndex()
 	damaged := false

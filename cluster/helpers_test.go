@@ -244,3 +244,23 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 	t.Fatalf("timed out after %v waiting for %s", within, what)
 }
+
+// mustWrite submits an idempotent write (a Bloom add) to the cluster's leader,
+// retrying on a new leader when leadership moves under it, as a client would.
+func (tc *testCluster) mustWrite(c *fsm.Command) {
+	tc.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, l := tc.leader(10 * time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		r, err := submit(ctx, l, c)
+		cancel()
+		if err == nil && r.Err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tc.t.Fatalf("write %v: %v / %v", c.Items, err, r)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -29,6 +29,8 @@ type meta struct {
 	// Codec is the log entry codec version the member writes and reads up to
 	// (fsm.CodecVersion); absent from builds before it was gossiped.
 	Codec int `json:"codec,omitempty"`
+	// Disk says why the member's disk takes no more log ("" when it does).
+	Disk string `json:"disk,omitempty"`
 }
 
 // delegate serves this node's metadata to memberlist.
@@ -200,7 +202,13 @@ func (n *Node) members() []member {
 
 // localMeta is this node's own metadata.
 func (n *Node) localMeta() meta {
-	return meta{ID: n.cfg.ID, Raft: n.raftAdvertise, RESP: n.cfg.RESPAddr, HTTP: n.cfg.HTTPAddr, Codec: fsm.CodecVersion}
+	m := meta{ID: n.cfg.ID, Raft: n.raftAdvertise, RESP: n.cfg.RESPAddr, HTTP: n.cfg.HTTPAddr, Codec: fsm.CodecVersion}
+	if n.disk != nil {
+		if err := n.disk.refuse(); err != nil {
+			m.Disk = err.Error()
+		}
+	}
+	return m
 }
 
 // memberMeta returns the metadata of member id.

@@ -67,6 +67,7 @@ type Node struct {
 	metrics *metrics
 
 	raftUp       chan struct{} // closed once Raft has started
+	disk         *disk         // the data directory's volume (disk.go)
 	snapshotting atomic.Bool   // a snapshot for a damaged entry is being taken
 	gossipAdv    atomic.Value  // string: the gossip address peers may join through
 
@@ -125,7 +126,8 @@ func New(c Config) (*Node, error) {
 		return nil, err
 	}
 	n.cfg.Join = append(n.cfg.Join, via...)
-	n.wg.Add(5)
+	n.wg.Add(6)
+	go n.diskWatch()
 	go n.haltWatch()
 	go n.proposeLoop()
 	go n.resolveLoop()
@@ -178,6 +180,7 @@ func (n *Node) startRaft() error {
 
 	// No freelist sync: bolt rebuilds its freelist when it opens instead of writing
 	// it on every commit, a page less per fsync (as Consul and Nomad run it).
+	n.disk = newDisk(cfg.DataDir, n.log.With("component", "disk"))
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path:        filepath.Join(cfg.DataDir, "raft.db"),
 		BoltOptions: &bbolt.Options{NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
@@ -195,7 +198,11 @@ func (n *Node) startRaft() error {
 	if err := checkLog(store, snaps, cfg.DataDir, cfg.ID, n.log); err != nil {
 		return err
 	}
-	cache, err := raft.NewLogCache(512, verifiedStore{LogStore: store, onDamage: n.logDamaged})
+	var onDisk raft.LogStore = diskLogs{LogStore: store, d: n.disk}
+	if cfg.testLogStore != nil {
+		onDisk = diskLogs{LogStore: cfg.testLogStore(store), d: n.disk}
+	}
+	cache, err := raft.NewLogCache(512, verifiedStore{LogStore: onDisk, onDamage: n.logDamaged})
 	if err != nil {
 		return fmt.Errorf("log cache: %w", err)
 	}
@@ -212,7 +219,8 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("read log store: %w", err)
 	}
 	n.startIndex = last
-	r, err := raft.NewRaft(rc, instrumentFSM(n.fsm, n.metrics), logs, store, guardedSnaps{SnapshotStore: snaps, logs: store}, n.trans)
+	r, err := raft.NewRaft(rc, instrumentFSM(n.fsm, n.metrics), logs, diskStable{StableStore: store, d: n.disk},
+		guardedSnaps{SnapshotStore: snaps, logs: store}, n.trans)
 	if err != nil {
 		if strings.Contains(err.Error(), "failed to load any existing snapshots") {
 			return fmt.Errorf("start raft: no snapshot in %s could be restored (each is damaged, or the log after it is gone; "+
@@ -285,13 +293,16 @@ func (n *Node) Leader() (id, addr string) {
 // start.
 func (n *Node) Ready() bool {
 	id, _ := n.Leader()
-	return id != "" && n.appliedThrough(n.startIndex) && n.fsm.Halted() == nil
+	return id != "" && n.appliedThrough(n.startIndex) && n.fsm.Halted() == nil && n.disk.refuse() == nil
 }
 
 // Problem says what keeps the node from serving ("" when nothing does).
 func (n *Node) Problem() string {
 	if h := n.fsm.Halted(); h != nil {
 		return h.Error() + "; stop the node and run `rookery recover --data-dir " + n.cfg.DataDir + "`"
+	}
+	if err := n.disk.refuse(); err != nil {
+		return err.Error() + "; writes are refused until there is room (they resume by themselves)"
 	}
 	if id, _ := n.Leader(); id == "" {
 		return "no leader"

@@ -166,6 +166,13 @@ func approxSize(c *fsm.Command) int {
 
 // propose admits, stamps and proposes one batch.
 func (n *Node) propose(batch []proposal) {
+	if err := n.refuseWrites(); err != nil {
+		for _, p := range batch {
+			p.fut.Resolve(nil, err)
+		}
+		<-n.slots
+		return
+	}
 	now := time.Now().UnixNano()
 	props := make([]proposal, 0, len(batch))
 	cmds := make([]*fsm.Command, 0, len(batch))

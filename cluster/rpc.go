@@ -39,6 +39,8 @@ const (
 	codeShutdown      byte = 4
 	codeTooLarge      byte = 5
 	codeError         byte = 6 // body: message
+	codeDiskFull      byte = 7 // body: message
+	codeDiskError     byte = 8 // body: message
 )
 
 const (
@@ -62,6 +64,10 @@ func codeOf(err error) byte {
 		return codeShutdown
 	case errors.Is(err, ErrTooLarge):
 		return codeTooLarge
+	case errors.Is(err, ErrDiskFull):
+		return codeDiskFull
+	case errors.Is(err, ErrDiskError):
+		return codeDiskError
 	}
 	return codeError
 }
@@ -80,6 +86,10 @@ func errOf(code byte, body []byte) error {
 		return ErrShutdown
 	case codeTooLarge:
 		return fmt.Errorf("%w: %s", ErrTooLarge, body)
+	case codeDiskFull:
+		return fmt.Errorf("%w: on the leader: %s", ErrDiskFull, body)
+	case codeDiskError:
+		return fmt.Errorf("%w: on the leader: %s", ErrDiskError, body)
 	}
 	return fmt.Errorf("peer: %s", body)
 }

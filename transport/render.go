@@ -141,6 +141,8 @@ func renderErr(err error) string {
 		return string(errShutdown)
 	case errors.Is(err, cluster.ErrTooLarge):
 		return "OOM command not allowed: " + err.Error()
+	case errors.Is(err, cluster.ErrDiskFull), errors.Is(err, cluster.ErrDiskError):
+		return "ERR " + err.Error() // "ERR disk full: ...", not applied
 	}
 	return "INDETERMINATE " + err.Error() + ": the write may or may not have been applied"
 }
@@ -196,7 +198,8 @@ func outcome(err error) string {
 	case len(s) >= 13 && s[:13] == "INDETERMINATE":
 		return "indeterminate"
 	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader),
-		errors.Is(err, cluster.ErrShutdown), errors.Is(err, cluster.ErrTooLarge):
+		errors.Is(err, cluster.ErrShutdown), errors.Is(err, cluster.ErrTooLarge),
+		errors.Is(err, cluster.ErrDiskFull), errors.Is(err, cluster.ErrDiskError):
 		return "unavailable"
 	}
 	return "error"

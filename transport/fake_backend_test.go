@@ -32,6 +32,7 @@ type fakeBackend struct {
 	gate       chan struct{} // when set, writes wait for it to close before applying
 	never      bool          // futures never resolve
 	ready      bool
+	problem    string // Status().Problem
 	leaveErr   error
 	left       bool
 	follower   bool  // backups and restores answer ErrNotLeader, Status says so
@@ -122,7 +123,7 @@ func (b *fakeBackend) Status() cluster.Status {
 	defer b.mu.Unlock()
 	st := cluster.Status{ID: "n1", Role: "leader", LeaderID: "n1", LeaderRESP: "127.0.0.1:6379",
 		Term: 3, CommitIndex: b.index, AppliedIndex: b.index, Filters: b.fsm.Len(),
-		MemoryBytes: b.fsm.MemoryBytes(), Ready: b.ready}
+		MemoryBytes: b.fsm.MemoryBytes(), Ready: b.ready, Problem: b.problem}
 	if b.follower {
 		st.ID, st.Role = "n2", "follower"
 	}

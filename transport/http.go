@@ -129,7 +129,13 @@ func (h *HTTPServer) Close(ctx context.Context) error {
 
 func (h *HTTPServer) readyz(w http.ResponseWriter, r *http.Request) {
 	if !h.be.Ready() {
-		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		// The reason is for the operator at 3 a.m.: a corrupt log entry, a
+		// full disk, no leader. It names no key and no credential.
+		msg := "not ready"
+		if p := h.be.Status().Problem; p != "" {
+			msg += ": " + p
+		}
+		http.Error(w, msg, http.StatusServiceUnavailable)
 		return
 	}
 	w.Write([]byte("ready\n"))

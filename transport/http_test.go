@@ -44,9 +44,9 @@ func TestHTTPHealthAndReady(t *testing.T) {
 	if code, _ := httpGet(t, h, "GET", "/readyz"); code != 200 {
 		t.Errorf("/readyz while ready: %d", code)
 	}
-	be.set(func(b *fakeBackend) { b.ready = false })
-	if code, _ := httpGet(t, h, "GET", "/readyz"); code != 503 {
-		t.Errorf("/readyz while not ready: %d", code)
+	be.set(func(b *fakeBackend) { b.ready, b.problem = false, "disk full: 3 bytes free" })
+	if code, body := httpGet(t, h, "GET", "/readyz"); code != 503 || body != "not ready: disk full: 3 bytes free\n" {
+		t.Errorf("/readyz while not ready: %d %q (want the reason)", code, body)
 	}
 	if code, _ := httpGet(t, h, "GET", "/metrics"); code != 404 {
 		t.Errorf("/metrics without a registry: %d", code)

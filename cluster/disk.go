@@ -39,7 +39,8 @@ var (
 const (
 	ballastName = "ballast"
 	ballastMax  = 64 << 20
-	ballastMin  = 1 << 20
+	// ballastMin fits a retry of the largest batch the proposer makes.
+	ballastMin = 2*maxBatchBytes + 1<<20
 	// lowWater is the free space under which writes are refused before an
 	// append fails: room for a full batch (maxBatchBytes) and its pages.
 	lowWater = 2*maxBatchBytes + 4<<20
@@ -76,6 +77,22 @@ func newDisk(dir string, log *slog.Logger) *disk {
 func (d *disk) refuse() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.problem
+}
+
+// admit is refuse for a batch of about n bytes about to be proposed: it also
+// looks at the free space now (one statfs, cheap beside the fsync the batch
+// costs), so a disk filling fast is caught before an append fails.
+func (d *disk) admit(n int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.problem != nil {
+		return d.problem
+	}
+	free, err := d.free()
+	if err == nil && free < lowWater+uint64(n) {
+		d.setProblem(fmt.Errorf("%w: %d bytes free in %s, %d needed to keep writing", ErrDiskFull, free, d.dir, lowWater+uint64(n)))
+	}
 	return d.problem
 }
 
@@ -218,7 +235,9 @@ func (s diskLogs) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l
 func (s diskLogs) StoreLogs(logs []*raft.Log) error {
 	err := s.LogStore.StoreLogs(logs)
 	if err != nil && s.d.failed(err) {
-		err = s.LogStore.StoreLogs(logs)
+		if err = s.LogStore.StoreLogs(logs); err != nil {
+			s.d.log.Error("an append failed even with the ballast given up", "err", err)
+		}
 	}
 	return err
 }
@@ -302,10 +321,10 @@ func (n *Node) writableVoters() int {
 	return c
 }
 
-// refuseWrites says why the leader cannot take writes now: its own disk, or
-// too few voters whose disk takes log to make a quorum.
-func (n *Node) refuseWrites() error {
-	if err := n.disk.refuse(); err != nil {
+// refuseWrites says why the leader cannot take a batch of about size bytes
+// now: its own disk, or too few voters whose disk takes log to make a quorum.
+func (n *Node) refuseWrites(size int) error {
+	if err := n.disk.admit(size); err != nil {
 		return err
 	}
 	if v := n.voters(); v > 1 && n.writableVoters() < v/2+1 {

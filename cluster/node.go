@@ -183,8 +183,11 @@ func (n *Node) startRaft() error {
 	n.disk = newDisk(cfg.DataDir, n.log.With("component", "disk"))
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path:        filepath.Join(cfg.DataDir, "raft.db"),
-		BoltOptions: &bbolt.Options{NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
+		BoltOptions: &bbolt.Options{NoFreelistSync: true, FreelistType: bbolt.FreelistMapType, Timeout: 2 * time.Second},
 	})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return fmt.Errorf("open log store %s: another process holds it (is a node already running on this data directory?)", cfg.DataDir)
+	}
 	if err != nil {
 		return fmt.Errorf("open log store %s: %w", cfg.DataDir, err)
 	}

@@ -166,7 +166,11 @@ func approxSize(c *fsm.Command) int {
 
 // propose admits, stamps and proposes one batch.
 func (n *Node) propose(batch []proposal) {
-	if err := n.refuseWrites(); err != nil {
+	size := 0
+	for _, p := range batch {
+		size += approxSize(p.cmd)
+	}
+	if err := n.refuseWrites(size); err != nil {
 		for _, p := range batch {
 			p.fut.Resolve(nil, err)
 		}

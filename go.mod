@@ -13,6 +13,7 @@ require (
 	github.com/tidwall/redcon v1.6.2
 	github.com/twmb/murmur3 v1.1.8
 	go.etcd.io/bbolt v1.3.5
+	golang.org/x/sys v0.38.0
 )
 
 require (
@@ -44,7 +45,6 @@ require (
 	golang.org/x/mod v0.28.0 // indirect
 	golang.org/x/net v0.47.0 // indirect
 	golang.org/x/sync v0.17.0 // indirect
-	golang.org/x/sys v0.38.0 // indirect
 	golang.org/x/tools v0.37.0 // indirect
 	google.golang.org/protobuf v1.36.5 // indirect
 )

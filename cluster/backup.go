@@ -89,7 +89,7 @@ var (
 	ErrNothingToSnapshot = errors.New("nothing to snapshot yet")
 )
 
-var backupCRC = crc32.MakeTable(crc32.Castagnoli)
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // BackupServer is one server of the Raft configuration a backup was taken in.
 type BackupServer struct {
@@ -142,7 +142,7 @@ func NewBackup(meta BackupMeta, state io.ReadCloser) (*Backup, error) {
 	h = binary.LittleEndian.AppendUint16(h, backupVersion)
 	h = binary.LittleEndian.AppendUint32(h, uint32(len(js)))
 	h = append(h, js...)
-	h = binary.LittleEndian.AppendUint32(h, crc32.Checksum(h, backupCRC))
+	h = binary.LittleEndian.AppendUint32(h, crc32.Checksum(h, castagnoli))
 	return &Backup{meta: meta, header: h, state: state}, nil
 }
 
@@ -234,7 +234,7 @@ func readBackupHeader(r io.Reader) (BackupMeta, error) {
 		return bad("truncated in the header")
 	}
 	all := append(pre, rest[:n]...)
-	if crc32.Checksum(all, backupCRC) != binary.LittleEndian.Uint32(rest[n:]) {
+	if crc32.Checksum(all, castagnoli) != binary.LittleEndian.Uint32(rest[n:]) {
 		return bad("header checksum mismatch: the header is damaged")
 	}
 	// The version is checked after the checksum, so that a damaged version
@@ -375,8 +375,8 @@ func (n *Node) OpenBackup(ctx context.Context, stale bool) (*Backup, error) {
 	return b, nil
 }
 
-// snapshotNow takes a user snapshot and opens it; raft verifies the stored
-// file's checksum as it opens it.
+// snapshotNow takes a user snapshot and opens it; the store checks the
+// file's checksum as it is read (snapstore.go).
 func (n *Node) snapshotNow() (*raft.SnapshotMeta, io.ReadCloser, error) {
 	f := n.raft.Snapshot()
 	if err := f.Error(); err != nil {

@@ -192,7 +192,7 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("open log store %s: %w", cfg.DataDir, err)
 	}
 	n.store = store
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, newHCLogger("snapshot", n.cfg.Logger))
+	snaps, err := newSnapStore(cfg.DataDir, 2, n.log.With("component", "snapshot"))
 	if err != nil {
 		return fmt.Errorf("open snapshot store %s: %w", cfg.DataDir, err)
 	}

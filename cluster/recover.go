@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
@@ -72,7 +72,7 @@ func openStore(dataDir string) (*raftboltdb.BoltStore, error) {
 }
 
 func openSnapshots(dataDir string) (raft.SnapshotStore, error) {
-	return raft.NewFileSnapshotStoreWithLogger(dataDir, 2, hclog.NewNullLogger())
+	return newSnapStore(dataDir, 2, slog.New(slog.DiscardHandler))
 }
 
 // CheckDataDir verifies the log of a stopped node's data directory the way the

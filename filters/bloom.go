@@ -30,11 +30,10 @@ type Bloom struct {
 	count    uint64 // Adds that returned true
 	bits     []uint64
 
-	// ones is the number of set bits. onesStale marks it unknown after chunks were
-	// loaded; the next Add recounts it, and readers count without caching so that
-	// they never write.
-	ones      uint64
-	onesStale bool
+	// ones is the number of set bits, kept up to date by Add, Union and loads.
+	ones uint64
+
+	loadable
 }
 
 const (
@@ -106,7 +105,7 @@ func classicGeometry(capacity uint64, errorRate float64) (bloomGeometry, error) 
 	mf := math.Ceil(float64(float64(n*-detLn(errorRate)) / float64(ln2*ln2)))
 	words := math.Ceil(mf / 64)
 	if !(words <= bloomMaxBits/64) {
-		return bloomGeometry{}, fmt.Errorf("%w: capacity %d at error rate %v needs too much memory", ErrBadParam, capacity, errorRate)
+		return bloomGeometry{}, tooLarge(mf)
 	}
 	m := max(uint64(words), 1) * 64
 	kf := math.Floor(float64(float64(float64(m)/n)*ln2) + 0.5)
@@ -312,9 +311,6 @@ func (b *Bloom) Add(item []byte) bool { return b.AddDigest(Hash(item)) }
 
 // AddDigest is Add for an item already hashed.
 func (b *Bloom) AddDigest(d Digest) bool {
-	if b.onesStale {
-		b.ones, b.onesStale = popcount(b.bits), false
-	}
 	var set int
 	if b.blocks != 0 {
 		set = b.addBlocked(d)
@@ -325,7 +321,7 @@ func (b *Bloom) AddDigest(d Digest) bool {
 	if set == 0 {
 		return false
 	}
-	b.count++
+	b.count = satInc(b.count)
 	return true
 }
 
@@ -414,17 +410,12 @@ func (b *Bloom) testClassic(d Digest) bool {
 }
 
 // Count returns how many Adds returned true: the items inserted, less those that
-// were false positives when added.
+// were false positives when added. It stops at the largest uint64 rather than
+// wrap.
 func (b *Bloom) Count() uint64 { return b.count }
 
-// setBits returns the number of set bits, counting them if loaded chunks left the
-// cached figure stale.
-func (b *Bloom) setBits() uint64 {
-	if b.onesStale {
-		return popcount(b.bits)
-	}
-	return b.ones
-}
+// setBits returns the number of set bits.
+func (b *Bloom) setBits() uint64 { return b.ones }
 
 // fillLoad returns the mean number of items per block (blocked) or per bit
 // (classic, in units of the whole array) that explains the fill ratio: the
@@ -476,7 +467,7 @@ func (b *Bloom) Union(o *Bloom) error {
 	for i, w := range o.bits {
 		b.bits[i] |= w
 	}
-	b.ones, b.onesStale = popcount(b.bits), false
+	b.ones = popcount(b.bits)
 	if b.count += o.count; b.count < o.count {
 		b.count = math.MaxUint64
 	}
@@ -545,16 +536,13 @@ func (b *Bloom) writeShape(w *paramWriter) {
 
 func (b *Bloom) payload() [][]uint64 { return [][]uint64{b.bits} }
 
-// chunkLoaded marks the set-bit count unknown: a chunk replaced some words.
-func (b *Bloom) chunkLoaded() { b.onesStale = true }
-
-// install takes a decoded bit array after checking its length.
+// install takes a decoded bit array after checking its length; the set bits are
+// counted when the payload is checked (settle).
 func (b *Bloom) install(words []uint64) error {
 	if uint64(len(words)) != b.m/64 {
 		return fmt.Errorf("%w: bloom payload length", ErrCorrupt)
 	}
 	b.bits = words
-	b.ones, b.onesStale = popcount(words), false
 	return nil
 }
 

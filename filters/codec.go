@@ -68,6 +68,8 @@ func (k Kind) String() string {
 		return "dleft-counting-bloom"
 	case KindCuckoo:
 		return "cuckoo"
+	case kindLoading:
+		return "loading"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -104,6 +106,8 @@ type Filter interface {
 	// payload returns the filter's arrays in encoding order. The encoder only
 	// reads them; chunk loading writes into them.
 	payload() [][]uint64
+	// tracker returns the state of a load in progress (load.go).
+	tracker() *loadable
 }
 
 // decoder builds an empty filter of one kind from its params, and reports the
@@ -124,7 +128,8 @@ func Encode(w io.Writer, f Filter) (int64, error) {
 	for _, s := range segs {
 		paylen += uint64(len(s)) * 8
 	}
-	hdr := encodeHeader(f.Kind(), f.params(), paylen)
+	kind, params := encodingOf(f)
+	hdr := encodeHeader(kind, params, paylen)
 	cw := &countWriter{w: w}
 	if _, err := cw.Write(hdr); err != nil {
 		return cw.n, err
@@ -291,7 +296,9 @@ func (h header) prepare() (Filter, []int, func([][]uint64) error, error) {
 
 // Decode reads one filter's encoding from r and returns the filter, of whatever
 // kind it is. It reads exactly the encoding's bytes when r is an io.ByteReader;
-// otherwise it may buffer beyond them.
+// otherwise it may buffer beyond them. A payload that contradicts the counters in
+// the header is ErrCorrupt (check.go), and the encoding of a filter that was being
+// loaded gives it back still being loaded (load.go).
 func Decode(r io.Reader) (Filter, error) {
 	br, ok := r.(byteReader)
 	if !ok {
@@ -320,6 +327,9 @@ func Decode(r io.Reader) (Filter, error) {
 		return nil, fmt.Errorf("%w: payload checksum", ErrCorrupt)
 	}
 	if err := install(segs); err != nil {
+		return nil, err
+	}
+	if err := checkDecoded(f); err != nil {
 		return nil, err
 	}
 	return f, nil

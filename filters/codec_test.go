@@ -39,6 +39,8 @@ type tkFilter struct {
 	flag  bool
 	name  []byte
 	loads int // chunkLoaded calls
+
+	loadable
 }
 
 func init() { registerDecoder(kindTest, decodeTK) }

@@ -29,6 +29,8 @@ type Counting struct {
 	k        int    // hashes
 	items    uint64 // adds minus successful deletes
 	counters []uint64
+
+	loadable
 }
 
 const (
@@ -83,7 +85,7 @@ func countingGeometry(capacity uint64, errorRate float64, counterBits uint8) (m 
 	n := float64(capacity)
 	mf := math.Ceil(float64(float64(n*-detLn(errorRate)) / float64(ln2*ln2)))
 	if !(mf <= float64(countingMaxCounters(lgPer))) {
-		return 0, 0, fmt.Errorf("%w: capacity %d at error rate %v needs too much memory", ErrBadParam, capacity, errorRate)
+		return 0, 0, tooLarge(float64(mf * float64(counterBits)))
 	}
 	m = max(uint64(mf), 1)
 	kf := math.Floor(float64(float64(float64(m)/n)*ln2) + 0.5)

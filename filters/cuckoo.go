@@ -68,6 +68,8 @@ type Cuckoo struct {
 	expansion  uint32 // a power of two, or 0
 	items      uint64 // fingerprints held now
 	deleted    uint64 // successful deletes
+
+	loadable
 }
 
 // cuckooShape is a validated CuckooConfig with defaults applied.
@@ -108,7 +110,7 @@ func cuckooCheck(cfg CuckooConfig) (cuckooShape, error) {
 		s.m0++
 	}
 	if s.m0 > cuckooMaxBuckets(s.b, s.f, cuckooMaxWords) {
-		return s, fmt.Errorf("%w: capacity %d too large", ErrBadParam, cfg.Capacity)
+		return s, tooLarge(float64(s.m0) * float64(s.b*s.f))
 	}
 	s.expansion = cfg.Expansion
 	if s.expansion > 1 {
@@ -167,12 +169,12 @@ func (c *Cuckoo) AddDigest(d Digest) error {
 	k := c.key(d)
 	for j := len(c.subs) - 1; j >= 0; j-- {
 		if c.subs[j].putFree(&k) {
-			c.items++
+			c.items = satInc(c.items)
 			return nil
 		}
 	}
 	if c.subs[len(c.subs)-1].kickInsert(&k, c.maxIter) {
-		c.items++
+		c.items = satInc(c.items)
 		return nil
 	}
 	shift, err := c.nextShift()
@@ -182,7 +184,7 @@ func (c *Cuckoo) AddDigest(d Digest) error {
 	c.subs = append(c.subs, newCuckooTable(c.subs[0].m, shift, c.bucketSize, c.fpBits))
 	// An empty table has room in either bucket.
 	c.subs[len(c.subs)-1].putFree(&k)
-	c.items++
+	c.items = satInc(c.items)
 	return nil
 }
 
@@ -263,11 +265,17 @@ func (c *Cuckoo) Delete(item []byte) bool { return c.DeleteDigest(Hash(item)) }
 
 // DeleteDigest is Delete for an item already hashed.
 func (c *Cuckoo) DeleteDigest(d Digest) bool {
+	// The filter holds exactly Items fingerprints (checked whenever a payload
+	// comes from outside), so an empty one finds none; refusing here first
+	// keeps Items from ever wrapping below zero.
+	if c.items == 0 {
+		return false
+	}
 	k := c.key(d)
 	for j := len(c.subs) - 1; j >= 0; j-- {
 		if c.subs[j].remove(&k) {
 			c.items--
-			c.deleted++
+			c.deleted = satInc(c.deleted)
 			return true
 		}
 	}
@@ -275,9 +283,11 @@ func (c *Cuckoo) DeleteDigest(d Digest) bool {
 }
 
 // Items returns the number of fingerprints the filter holds: adds minus deletes.
+// It is never more than Slots.
 func (c *Cuckoo) Items() uint64 { return c.items }
 
-// Deleted returns the number of successful deletes.
+// Deleted returns the number of successful deletes. It stops at the largest
+// uint64 rather than wrap.
 func (c *Cuckoo) Deleted() uint64 { return c.deleted }
 
 // Buckets returns the bucket count of the first sub-filter.

@@ -49,6 +49,8 @@ type DLeft struct {
 	cellMask uint64 // low r+c bits
 	cmax     uint64 // saturated counter, also the counter's mask
 	overflow bool   // some overflow bit is set; derived from flags
+
+	loadable
 }
 
 const (
@@ -103,13 +105,14 @@ func dleftGeometry(capacity uint64, errorRate float64, counterBits uint8) (bucke
 	}
 	n := float64(capacity)
 	minBuckets := math.Ceil(n / (dleftTables * dleftLoad))
-	bestCost := math.Inf(1)
+	bestCost, leastOver := math.Inf(1), math.Inf(1)
 	for r := 1; r <= 64-int(counterBits); r++ {
 		cellBits := uint64(r) + uint64(counterBits)
 		// Ldexp scales by a power of two exactly; the division rounds the same way
 		// on every replica.
 		b := math.Max(math.Ceil(n/math.Ldexp(errorRate, r)), minBuckets)
 		if !(b <= float64(dleftMaxBuckets(dleftTables, dleftCells, cellBits))) {
+			leastOver = math.Min(leastOver, float64(b*float64(cellBits)))
 			continue
 		}
 		if cost := float64(b * float64(cellBits)); cost < bestCost {
@@ -117,7 +120,7 @@ func dleftGeometry(capacity uint64, errorRate float64, counterBits uint8) (bucke
 		}
 	}
 	if rbits == 0 {
-		return 0, 0, fmt.Errorf("%w: capacity %d at error rate %v needs too much memory", ErrBadParam, capacity, errorRate)
+		return 0, 0, tooLarge(float64(leastOver * dleftTables * dleftCells))
 	}
 	return buckets, rbits, nil
 }
@@ -446,17 +449,6 @@ func (f *DLeft) params() []byte {
 
 func (f *DLeft) payload() [][]uint64 { return [][]uint64{f.cells, f.flags} }
 
-// chunkLoaded recomputes the overflow summary after LoadChunk wrote the arrays.
-func (f *DLeft) chunkLoaded() {
-	f.overflow = false
-	for _, w := range f.flags {
-		if w != 0 {
-			f.overflow = true
-			return
-		}
-	}
-}
-
 func init() { registerDecoder(KindDLeft, decodeDLeft) }
 
 // decodeDLeft parses a DLeft's params. The geometry is stored rather than
@@ -496,8 +488,7 @@ func decodeDLeft(params []byte) (Filter, []int, func([][]uint64) error, error) {
 			return fmt.Errorf("%w: d-left payload length", ErrCorrupt)
 		}
 		f.cells, f.flags = segs[0], segs[1]
-		f.chunkLoaded()
-		return nil
+		return nil // overflow is set when the payload is checked (settle)
 	}
 	return f, []int{int(cw), int(fw)}, install, nil
 }

@@ -106,4 +106,11 @@
 // Decode stream; DumpChunk and LoadChunk move a filter in pieces for SCANDUMP and
 // LOADCHUNK. Decoding never panics and never allocates far beyond what the input
 // actually holds.
+//
+// A payload from outside, decoded or loaded chunk by chunk, must agree with the
+// counters in its header: a cuckoo filter must hold exactly as many fingerprints as
+// its item count, a Bloom filter's set bits must be ones its items could have set,
+// and so on (DESIGN.md lists the rules). Checksums only catch accidents, since a
+// client can compute them; these rules are what keep a forged dump from driving a
+// counter below zero. Every counter saturates or is checked rather than wrap.
 package filters

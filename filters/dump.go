@@ -12,12 +12,20 @@ import (
 //
 //	iterator 0          -> (1, header)            the encoding header: kind, params, length
 //	iterator 1 + off    -> (1 + off + n, chunk)   n payload bytes from byte off, then a
-//	                                              CRC-32C of (off as uint64 LE, the bytes)
+//	                                              CRC-32C of (id, off, the bytes)
 //	past the end        -> (0, nil)
 //
+// Chunks start at multiples of DumpChunkBytes and are full but for the last. id
+// identifies the dump: a hash of its header (kind, params and counters, length),
+// so a chunk of another filter, of another kind or of the same filter after it
+// changed fails its checksum where it is loaded. A dump taken while its filter is
+// written to is refused in the same way, where RedisBloom would load a mixture.
+//
 // LOADCHUNK takes each (iterator, data) pair exactly as SCANDUMP returned it: the
-// header (iterator 1) creates an empty filter, and every later chunk knows its own
-// place, since it ends where its iterator points. Chunks may be loaded in any order.
+// header (iterator 1) creates an empty filter that is being loaded (load.go), and
+// every later chunk knows its own place, since it ends where its iterator points.
+// Chunks may be loaded in any order, and again until the last one is in; the
+// filter is checked as a whole when the last one lands.
 
 // DumpChunkBytes is the most payload bytes one SCANDUMP chunk carries.
 const DumpChunkBytes = 1 << 20
@@ -26,7 +34,8 @@ const DumpChunkBytes = 1 << 20
 var (
 	// ErrBadPosition reports an iterator that names no chunk of this filter.
 	ErrBadPosition = errors.New("filters: invalid position")
-	// ErrBadChunk reports chunk data that is damaged or does not fit the filter.
+	// ErrBadChunk reports chunk data that is damaged, belongs to another dump or
+	// filter, or would leave the filter inconsistent.
 	ErrBadChunk = errors.New("filters: bad chunk data")
 )
 
@@ -34,42 +43,62 @@ var (
 // next chunk; the next iterator is 0 after the last chunk.
 func DumpChunk(f Filter, iter int64) (next int64, chunk []byte, err error) {
 	segs := f.payload()
-	paylen := int64(0)
-	for _, s := range segs {
-		paylen += int64(len(s)) * 8
-	}
+	paylen := payloadBytes(segs)
 	switch {
 	case iter == 0:
-		return 1, encodeHeader(f.Kind(), f.params(), uint64(paylen)), nil
+		return 1, dumpHeader(f, paylen), nil
 	case iter < 0 || (iter-1)%8 != 0:
 		return 0, nil, ErrBadPosition
 	case iter-1 >= paylen:
-		return 0, nil, nil
+		return 0, nil, nil // the iterator after the last chunk, or past it
+	case (iter-1)%DumpChunkBytes != 0:
+		return 0, nil, ErrBadPosition
 	}
 	off := iter - 1
 	n := min(paylen-off, DumpChunkBytes)
 	chunk = make([]byte, n, n+4)
-	forWords(segs, off/8, n/8, func(words []uint64, at int) {
-		for i, w := range words {
-			binary.LittleEndian.PutUint64(chunk[(at+i)*8:], w)
+	forPieces(segs, off/8, n/8, func(seg int, lo, hi uint64, at int) {
+		for i := lo; i < hi; i++ {
+			binary.LittleEndian.PutUint64(chunk[(at+int(i-lo))*8:], segs[seg][i])
 		}
 	})
-	chunk = binary.LittleEndian.AppendUint32(chunk, chunkSum(off, chunk))
+	id := dumpID(dumpHeader(f, paylen))
+	chunk = binary.LittleEndian.AppendUint32(chunk, chunkSum(id, off, chunk))
 	return iter + n, chunk, nil
 }
 
-// chunkSum is the CRC-32C of a chunk's offset and payload bytes.
-func chunkSum(off int64, data []byte) uint32 {
-	var o [8]byte
-	binary.LittleEndian.PutUint64(o[:], uint64(off))
-	return crc32.Update(crc32.Checksum(o[:], castagnoli), castagnoli, data)
+// dumpHeader is the first chunk of f's dump: the header of its encoding as a
+// complete filter, even while it is itself being loaded.
+func dumpHeader(f Filter, paylen int64) []byte {
+	return encodeHeader(f.Kind(), f.params(), uint64(paylen))
 }
 
-// forWords calls fn on the n words starting at word index from of the concatenated
-// segments, piece by piece; at counts words from the start of the range.
-func forWords(segs [][]uint64, from, n int64, fn func(words []uint64, at int)) {
-	at := 0
+// dumpID identifies the dump whose header chunk is header.
+func dumpID(header []byte) uint64 { return Hash(header).H1 }
+
+// chunkSum is the CRC-32C of a chunk's dump id, offset and payload bytes.
+func chunkSum(id uint64, off int64, data []byte) uint32 {
+	var pre [16]byte
+	binary.LittleEndian.PutUint64(pre[:8], id)
+	binary.LittleEndian.PutUint64(pre[8:], uint64(off))
+	return crc32.Update(crc32.Checksum(pre[:], castagnoli), castagnoli, data)
+}
+
+// payloadBytes is the length of a payload made of segs.
+func payloadBytes(segs [][]uint64) int64 {
+	n := int64(0)
 	for _, s := range segs {
+		n += int64(len(s)) * 8
+	}
+	return n
+}
+
+// forPieces calls fn for each segment that the n words starting at word index
+// from of the concatenated segments touch, with the range [lo, hi) of that
+// segment's words and at, the range's first word counted from from.
+func forPieces(segs [][]uint64, from, n int64, fn func(seg int, lo, hi uint64, at int)) {
+	at := 0
+	for i, s := range segs {
 		if n == 0 {
 			return
 		}
@@ -77,10 +106,10 @@ func forWords(segs [][]uint64, from, n int64, fn func(words []uint64, at int)) {
 			from -= int64(len(s))
 			continue
 		}
-		piece := s[from:min(int64(len(s)), from+n)]
-		fn(piece, at)
-		at += len(piece)
-		n -= int64(len(piece))
+		hi := min(int64(len(s)), from+n)
+		fn(i, uint64(from), uint64(hi), at)
+		at += int(hi - from)
+		n -= hi - from
 		from = 0
 	}
 }
@@ -115,11 +144,17 @@ func parseHeaderChunk(data []byte) (header, error) {
 	if rd.Len() != 0 {
 		return h, fmt.Errorf("%w: trailing bytes after header", ErrBadChunk)
 	}
+	if h.kind == kindLoading {
+		// SCANDUMP hands out the header of the filter being loaded, never this.
+		return h, fmt.Errorf("%w: the header of a filter being loaded", ErrBadChunk)
+	}
 	return h, nil
 }
 
 // LoadHeader creates an empty filter from the first chunk of a dump (iterator 1).
-// Its arrays are allocated in full and zeroed; LoadChunk fills them.
+// Its arrays are allocated in full and zeroed, and it is being loaded (Loading)
+// until LoadChunk has filled them; its counters are those of the header, and are
+// checked against its arrays when the last chunk lands.
 func LoadHeader(data []byte) (Filter, error) {
 	h, err := parseHeaderChunk(data)
 	if err != nil {
@@ -136,43 +171,68 @@ func LoadHeader(data []byte) (Filter, error) {
 	if err := install(segs); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadChunk, err)
 	}
+	if err := startLoad(f); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadChunk, err)
+	}
 	return f, nil
 }
 
-// chunkLoader is implemented by kinds that cache something derived from their
-// arrays; LoadChunk tells them the arrays changed.
+// chunkLoader is implemented by kinds without payload checks that cache
+// something derived from their arrays; LoadChunk tells them the arrays changed.
 type chunkLoader interface {
 	chunkLoaded()
 }
 
 // LoadChunk writes one payload chunk, as DumpChunk produced it with iterator iter,
-// into f. It checks the chunk's place and checksum first and changes nothing if
-// either is wrong.
+// into f, which LoadHeader created and which is still being loaded. It checks the
+// chunk's place (ErrBadPosition) and checksum, the values it holds, and, if it is
+// the last chunk missing, the whole filter against its counters (ErrBadChunk); it
+// changes nothing when it refuses a chunk. A chunk may be loaded again, replacing
+// itself, until the last one is in; after that the filter is complete and
+// refuses chunks.
 func LoadChunk(f Filter, iter int64, data []byte) error {
-	if len(data) < 4 || (len(data)-4)%8 != 0 || len(data)-4 > DumpChunkBytes {
+	ld := f.tracker().ld
+	if ld == nil {
+		return fmt.Errorf("%w: the filter is not being loaded", ErrBadChunk)
+	}
+	if len(data) <= 4 || (len(data)-4)%8 != 0 || len(data)-4 > DumpChunkBytes {
 		return ErrBadChunk
 	}
 	body := data[:len(data)-4]
 	n := int64(len(body))
 	off := iter - 1 - n
-	segs := f.payload()
-	paylen := int64(0)
-	for _, s := range segs {
-		paylen += int64(len(s)) * 8
-	}
-	if iter < 1 || off < 0 || off%8 != 0 || off+n > paylen {
+	if iter < 1 || off < 0 {
 		return ErrBadPosition
 	}
-	if chunkSum(off, body) != binary.LittleEndian.Uint32(data[len(data)-4:]) {
+	// The checksum first: a chunk of another dump is bad data wherever it
+	// claims to go, and this one's own chunk sent to another place fails it too,
+	// since the offset is in it.
+	if chunkSum(ld.id, off, body) != binary.LittleEndian.Uint32(data[len(body):]) {
 		return ErrBadChunk
 	}
-	forWords(segs, off/8, n/8, func(words []uint64, at int) {
-		for i := range words {
-			words[i] = binary.LittleEndian.Uint64(body[(at+i)*8:])
-		}
+	if off%DumpChunkBytes != 0 || off >= ld.paylen || n != min(DumpChunkBytes, ld.paylen-off) {
+		return ErrBadPosition
+	}
+	next, totals, err := ld.load(f, off, body)
+	if err != nil {
+		return err
+	}
+	segs := f.payload()
+	forPieces(segs, off/8, n/8, func(seg int, lo, hi uint64, at int) {
+		setWords(segs[seg], lo, hi, body[at*8:])
 	})
-	if cl, ok := f.(chunkLoader); ok {
+	f.tracker().ld = next
+	if c, ok := f.(checked); ok {
+		c.settle(totals)
+	} else if cl, ok := f.(chunkLoader); ok {
 		cl.chunkLoaded()
 	}
 	return nil
+}
+
+// setWords stores the little-endian words of src in seg[lo:hi].
+func setWords(seg []uint64, lo, hi uint64, src []byte) {
+	for i := lo; i < hi; i++ {
+		seg[i] = binary.LittleEndian.Uint64(src[(i-lo)*8:])
+	}
 }

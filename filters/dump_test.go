@@ -89,13 +89,15 @@ func TestDumpChunkIteration(t *testing.T) {
 			}
 		}
 		// The chunks' payload bytes, in order, are the encoding's payload, and
-		// each carries the CRC-32C of its offset and bytes.
+		// each carries the CRC-32C of the dump's id (a hash of the header), its
+		// offset and its bytes.
 		var body []byte
 		for _, c := range chunks {
 			n := len(c.data) - 4
-			var off [8]byte
-			binary.LittleEndian.PutUint64(off[:], uint64(len(body)))
-			sum := crc32.Checksum(append(off[:], c.data[:n]...), crc32.MakeTable(crc32.Castagnoli))
+			var pre [16]byte
+			binary.LittleEndian.PutUint64(pre[:8], Hash(header).H1)
+			binary.LittleEndian.PutUint64(pre[8:], uint64(len(body)))
+			sum := crc32.Checksum(append(pre[:], c.data[:n]...), crc32.MakeTable(crc32.Castagnoli))
 			if binary.LittleEndian.Uint32(c.data[n:]) != sum {
 				t.Fatalf("chunk at offset %d: bad checksum", len(body))
 			}
@@ -109,13 +111,15 @@ func TestDumpChunkIteration(t *testing.T) {
 
 func TestDumpChunkBadIterator(t *testing.T) {
 	f := newTK(3, 2, 4)
-	for _, iter := range []int64{-1, -8, -7, math.MinInt64, 2, 5, 8, 10, 18, math.MaxInt64} {
+	// Chunks start at multiples of DumpChunkBytes: another iterator inside the
+	// payload names none.
+	for _, iter := range []int64{-1, -8, -7, math.MinInt64, 2, 5, 8, 9, 10, 17, 18, 33, math.MaxInt64} {
 		if _, data, err := DumpChunk(f, iter); !errors.Is(err, ErrBadPosition) || data != nil {
 			t.Errorf("DumpChunk(%d): %d bytes, %v; want ErrBadPosition", iter, len(data), err)
 		}
 	}
 	// Past the end is the end of the dump, whatever the aligned iterator.
-	for _, iter := range []int64{41, 49, 1 + 8*1000, math.MaxInt64 - 6} {
+	for _, iter := range []int64{41, 49, 1 + 8*1000, 1 + DumpChunkBytes, math.MaxInt64 - 6} {
 		if next, data, err := DumpChunk(f, iter); next != 0 || data != nil || err != nil {
 			t.Errorf("DumpChunk(%d) = %d, %d bytes, %v; want the end", iter, next, len(data), err)
 		}
@@ -184,18 +188,31 @@ func TestLoadChunkReassembles(t *testing.T) {
 			t.Errorf("chunkLoaded called %d times for %d chunks", g.(*tkFilter).loads, len(chunks))
 		}
 
-		// Chunks may arrive in any order, and a chunk sent twice does no harm.
+		// Chunks may arrive in any order, and a chunk sent twice before the last
+		// one is in does no harm.
 		rng := rand.New(rand.NewPCG(7, 7))
 		shuffled := slices.Clone(chunks)
 		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-		slices.Reverse(chunks)
+		reversed := slices.Clone(chunks)
+		slices.Reverse(reversed)
+		repeated := slices.Clone(shuffled)
+		if n := len(shuffled); n > 1 {
+			repeated = append(append(slices.Clone(shuffled[:n-1]), shuffled[:n-1]...), shuffled[n-1])
+		}
 		for name, order := range map[string][]dtChunk{
-			"reversed": chunks,
+			"reversed": reversed,
 			"shuffled": shuffled,
-			"repeated": append(slices.Clone(shuffled), shuffled...),
+			"repeated": repeated,
 		} {
-			if g := dtLoad(t, header, order); !bytes.Equal(ctEncode(t, g), want) {
-				t.Fatalf("%d chunks loaded %s: encoding differs", len(chunks), name)
+			if g := dtLoad(t, header, order); !bytes.Equal(ctEncode(t, g), want) || Loading(g) {
+				t.Fatalf("%d chunks loaded %s: encoding differs, or still loading", len(chunks), name)
+			}
+		}
+		// Once the last chunk is in, the filter is complete and takes no more.
+		if len(chunks) > 0 {
+			g := dtLoad(t, header, chunks)
+			if err := LoadChunk(g, chunks[0].iter, chunks[0].data); !errors.Is(err, ErrBadChunk) {
+				t.Fatalf("a chunk after the last: %v, want ErrBadChunk", err)
 			}
 		}
 	}
@@ -237,19 +254,22 @@ func TestLoadChunkRejects(t *testing.T) {
 		dtRejected(t, "wrong iterator", g, iter, c.data, ErrBadPosition, ErrBadChunk)
 	}
 	// A shorter or longer chunk at the right iterator, and malformed lengths.
-	dtRejected(t, "cut", g, c.iter, append(slices.Clone(c.data[:n-8]), c.data[n:]...), ErrBadChunk)
+	dtRejected(t, "cut", g, c.iter, append(slices.Clone(c.data[:n-8]), c.data[n:]...), ErrBadChunk, ErrBadPosition)
 	dtRejected(t, "extended", g, c.iter, append(append(slices.Clone(c.data[:n]), make([]byte, 8)...), c.data[n:]...), ErrBadChunk, ErrBadPosition)
 	dtRejected(t, "not words", g, c.iter, c.data[1:], ErrBadChunk)
 	dtRejected(t, "no checksum", g, c.iter, c.data[:3], ErrBadChunk)
 	dtRejected(t, "empty", g, c.iter, nil, ErrBadChunk)
 	dtRejected(t, "the header", g, 1, header, ErrBadChunk, ErrBadPosition)
+	bigTK := newTK(DumpChunkBytes/8+1, 0, 1)
+	bigG := dtLoad(t, dtHeaderOf(t, bigTK), nil).(*tkFilter)
 	big := make([]byte, DumpChunkBytes+8+4)
-	binary.LittleEndian.PutUint32(big[len(big)-4:], chunkSum(0, big[:len(big)-4]))
-	dtRejected(t, "above DumpChunkBytes", newTK(DumpChunkBytes/8+1, 0, 1), int64(len(big)-4)+1, big, ErrBadChunk)
+	binary.LittleEndian.PutUint32(big[len(big)-4:], chunkSum(dumpID(dtHeaderOf(t, bigTK)), 0, big[:len(big)-4]))
+	dtRejected(t, "above DumpChunkBytes", bigG, int64(len(big)-4)+1, big, ErrBadChunk)
 
 	// A chunk that runs past the end of a smaller filter of the same kind.
 	small := dtLoad(t, dtHeaderOf(t, newTK(2, 1, 8)), nil).(*tkFilter)
-	dtRejected(t, "past the end", small, c.iter, c.data, ErrBadPosition)
+	dtRejected(t, "past the end", small, c.iter, c.data, ErrBadPosition, ErrBadChunk)
+	dtRejected(t, "past the end, sealed for it", small, c.iter, dtSeal(small, c.iter, c.data[:n]), ErrBadPosition)
 
 	// The good chunk still loads.
 	if err := LoadChunk(g, c.iter, c.data); err != nil {
@@ -269,16 +289,21 @@ func dtHeaderOf(t *testing.T, f Filter) []byte {
 	return header
 }
 
-// TestLoadChunkOtherDump records a limit of the format: a chunk's checksum covers
-// its offset and bytes, not the dump it came from, so a chunk of another filter of
-// the same shape loads. SCANDUMP/LOADCHUNK callers restore one dump at a time.
+// TestLoadChunkOtherDump: a chunk's checksum covers the dump it belongs to, so a
+// chunk of another filter of the same shape, or of the same filter once it has
+// changed, is refused, and a filter that is not being loaded takes no chunk.
 func TestLoadChunkOtherDump(t *testing.T) {
 	f1, f2 := newTK(3, 2, 1), newTK(3, 2, 2)
-	h1, _ := dtDump(t, f1)
+	h1, c1 := dtDump(t, f1)
 	_, c2 := dtDump(t, f2)
-	g := dtLoad(t, h1, c2).(*tkFilter)
-	if !slices.Equal(g.a, f2.a) || g.tag != f1.tag {
-		t.Error("a chunk of another dump of the same shape should load into the arrays only")
+	g := dtLoad(t, h1, nil).(*tkFilter)
+	dtRejected(t, "another filter's chunk", g, c2[0].iter, c2[0].data, ErrBadChunk)
+	f1.tag++ // a counter changed between SCANDUMP calls
+	_, changed := dtDump(t, f1)
+	dtRejected(t, "a chunk of the filter after it changed", g, changed[0].iter, changed[0].data, ErrBadChunk)
+	dtRejected(t, "a complete filter", f2, c2[0].iter, c2[0].data, ErrBadChunk)
+	if err := LoadChunk(g, c1[0].iter, c1[0].data); err != nil {
+		t.Fatalf("the dump's own chunk: %v", err)
 	}
 }
 
@@ -289,10 +314,11 @@ const dtFuzzMaxPayload = 1 << 20
 
 // FuzzLoadChunk loads a header and then one chunk with an arbitrary iterator and
 // data. With reseal the header's checksum is rewritten, and the chunk's checksum
-// is computed for the place its iterator names, so that arbitrary words reach the
-// kinds' arrays. Nothing panics; ParseDumpHeader and LoadHeader agree; a rejected
-// chunk changes nothing; an accepted one lands where its iterator says, and the
-// filter it leaves encodes, decodes and re-encodes identically.
+// is computed for the dump and the place its iterator names, so that arbitrary
+// words reach the kinds' checks. Nothing panics; ParseDumpHeader and LoadHeader
+// agree; a rejected chunk changes nothing; an accepted one lands where its
+// iterator says and nowhere else, and the filter it leaves, complete or still
+// being loaded, encodes, decodes and re-encodes identically.
 func FuzzLoadChunk(f *testing.F) {
 	filters := []Filter{newTK(0, 0, 1), newTK(3, 2, 2), newTK(1, 0, 3)}
 	for _, enc := range ktSeedEncodings(f) {
@@ -314,11 +340,6 @@ func FuzzLoadChunk(f *testing.F) {
 	f.Fuzz(func(t *testing.T, header []byte, iter int64, data []byte, reseal bool) {
 		if reseal {
 			header = dtResealHeader(header)
-			if len(data) >= 4 {
-				data = slices.Clone(data)
-				body := data[:len(data)-4]
-				binary.LittleEndian.PutUint32(data[len(body):], chunkSum(iter-1-int64(len(body)), body))
-			}
 		}
 		dh, perr := ParseDumpHeader(header)
 		if perr == nil && dh.PayloadBytes > dtFuzzMaxPayload {
@@ -334,7 +355,10 @@ func FuzzLoadChunk(f *testing.F) {
 			}
 			return
 		}
-		before := ctEncode(t, g)
+		if reseal && len(data) >= 4 && Loading(g) {
+			data = dtSeal(g, iter, data[:len(data)-4])
+		}
+		before, words := ctEncode(t, g), dtWords(g)
 		if err := LoadChunk(g, iter, data); err != nil {
 			if !errors.Is(err, ErrBadChunk) && !errors.Is(err, ErrBadPosition) {
 				t.Fatalf("LoadChunk failed with %v", err)
@@ -344,21 +368,42 @@ func FuzzLoadChunk(f *testing.F) {
 			}
 			return
 		}
-		after := ctEncode(t, g)
-		n := len(data) - 4
-		at := len(header) + int(iter-1) - n
-		if !bytes.Equal(after[at:at+n], data[:n]) || !bytes.Equal(after[:at], before[:at]) ||
-			!bytes.Equal(after[at+n:len(after)-4], before[at+n:len(before)-4]) {
-			t.Fatalf("chunk of %d bytes at iterator %d did not land in its place alone", n, iter)
+		n := int64(len(data) - 4)
+		off := iter - 1 - n
+		for i, w := range dtWords(g) {
+			want := words[i]
+			if at := int64(i)*8 - off; at >= 0 && at < n {
+				want = binary.LittleEndian.Uint64(data[at:])
+			}
+			if w != want {
+				t.Fatalf("chunk of %d bytes at iterator %d did not land in its place alone (word %d)", n, iter, i)
+			}
 		}
+		after := ctEncode(t, g)
 		h, err := Decode(bytes.NewReader(after))
 		if err != nil {
 			t.Fatalf("a %v after LoadChunk does not decode: %v", g.Kind(), err)
 		}
-		if !bytes.Equal(ctEncode(t, h), after) {
+		if !bytes.Equal(ctEncode(t, h), after) || Loading(h) != Loading(g) {
 			t.Fatalf("a %v after LoadChunk re-encodes differently", g.Kind())
 		}
 	})
+}
+
+// dtSeal returns body followed by the checksum that makes it the chunk of g's
+// dump that iter names.
+func dtSeal(g Filter, iter int64, body []byte) []byte {
+	data := slices.Clone(body)
+	return binary.LittleEndian.AppendUint32(data, chunkSum(g.tracker().ld.id, iter-1-int64(len(body)), body))
+}
+
+// dtWords returns f's payload as one array.
+func dtWords(f Filter) []uint64 {
+	var words []uint64
+	for _, s := range f.payload() {
+		words = append(words, s...)
+	}
+	return words
 }
 
 // dtResealHeader rewrites the checksum at the end of a header chunk.

@@ -21,6 +21,8 @@ type Scalable struct {
 	rate       float64  // as requested
 	expansion  uint32
 	nonScaling bool
+
+	loadable
 }
 
 const (
@@ -255,13 +257,6 @@ func (s *Scalable) payload() [][]uint64 {
 	return segs
 }
 
-// chunkLoaded marks every sub-filter's set-bit count unknown.
-func (s *Scalable) chunkLoaded() {
-	for _, f := range s.filters {
-		f.chunkLoaded()
-	}
-}
-
 func init() { registerDecoder(KindScalable, decodeScalable) }
 
 // decodeScalable parses a Scalable's params: its own, then each sub-filter's shape
@@ -294,6 +289,9 @@ func decodeScalable(params []byte) (Filter, []int, func([][]uint64) error, error
 		lens = append(lens, int(f.m/64))
 	}
 	if err := r.done(); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := s.checkChain(); err != nil {
 		return nil, nil, nil, err
 	}
 	install := func(segs [][]uint64) error {

@@ -99,6 +99,9 @@ func (f *FSM) applyAdd(c *Command) *Result {
 	if err != nil {
 		return &Result{Err: err}
 	}
+	if filters.Loading(e.f) {
+		return &Result{Err: ErrBadData}
+	}
 	r := &Result{Ints: make([]int64, 0, len(c.Items))}
 	f.mutate(e, func(flt filters.Filter) {
 		for _, it := range c.Items {
@@ -170,6 +173,9 @@ func (f *FSM) applyDelete(c *Command) *Result {
 	default:
 		return &Result{Err: ErrWrongType}
 	}
+	if filters.Loading(e.f) {
+		return &Result{Err: ErrBadData}
+	}
 	r := &Result{Ints: make([]int64, 0, len(c.Items))}
 	f.mutate(e, func(flt filters.Filter) {
 		for _, it := range c.Items {
@@ -202,14 +208,19 @@ func (f *FSM) applyDelKeys(c *Command) *Result {
 }
 
 // applyLoadChunk loads one SCANDUMP chunk: iterator 1 (the header) creates an
-// empty filter under c.Key, which must not exist; later chunks fill it.
+// empty filter under c.Key, which must not exist; later chunks fill it. Until
+// the last chunk is in, the filter answers reads from what has arrived and
+// refuses other writes (ErrBadData): its counters are the header's, checked
+// against its arrays only when the last chunk lands (filters/load.go). A chunk
+// of another dump, or one that would leave the filter inconsistent, is refused
+// with ErrBadData and changes nothing.
 func (f *FSM) applyLoadChunk(c *Command) *Result {
 	if c.Iter == 1 {
 		if err := f.vacant(c.Key, c.Family); err != nil {
 			return &Result{Err: err}
 		}
 		flt, err := filters.LoadHeader(c.Data)
-		if err != nil || familyOf(flt.Kind()) != c.Family {
+		if err != nil || !dumpKind(c.Family, flt.Kind()) {
 			return &Result{Err: ErrBadData}
 		}
 		f.install(c.Key, flt)
@@ -233,6 +244,21 @@ func (f *FSM) applyLoadChunk(c *Command) *Result {
 		}
 	})
 	return r
+}
+
+// dumpKind reports whether a LOADCHUNK of family fam may create a filter of kind
+// k: only a kind that the family's commands create, and so whose dump SCANDUMP
+// can hand out (BF.* makes scalable chains, never a plain Bloom).
+func dumpKind(fam Family, k filters.Kind) bool {
+	switch k {
+	case filters.KindScalable:
+		return fam == FamilyBF
+	case filters.KindCuckoo:
+		return fam == FamilyCF
+	case filters.KindCounting, filters.KindDLeft:
+		return fam == FamilyCBF
+	}
+	return false
 }
 
 func b2i(v bool) int64 {

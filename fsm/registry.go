@@ -1,7 +1,9 @@
 package fsm
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/rookerydb/rookery/filters"
@@ -191,6 +193,23 @@ func EstimateBytes(s Spec) (uint64, error) {
 		return 0, ErrBadSpec
 	}
 	return n, nil
+}
+
+// CheckSpec reports whether a filter can be built from s, without building it:
+// nil, or ErrBadSpec wrapped with the reason (a parameter out of range, or a
+// filter larger than one filter may be, with the bytes it would need). It
+// sizes the filter with overflow-checked arithmetic and allocates nothing, so
+// transport calls it while parsing: a spec that Apply would refuse is answered
+// at once and never takes a log entry. Apply still checks every spec itself.
+func CheckSpec(s Spec) error {
+	k, ok := kinds[s.Kind]
+	if !ok {
+		return fmt.Errorf("%w: unknown filter kind %d", ErrBadSpec, uint8(s.Kind))
+	}
+	if _, err := k.bytes(s); err != nil {
+		return fmt.Errorf("%w: %s", ErrBadSpec, strings.TrimPrefix(err.Error(), filters.ErrBadParam.Error()+": "))
+	}
+	return nil
 }
 
 // cloneFilter returns an independent copy of f.

@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"fmt"
+	"strings"
 
 	"github.com/rookerydb/rookery/filters"
 	"github.com/rookerydb/rookery/fsm"
@@ -102,9 +103,24 @@ func parseBFReserve(s *Server, args [][]byte) (op, error) {
 		}
 		expansion = v
 	}
-	cmd := &fsm.Command{Op: fsm.OpReserve, Family: fsm.FamilyBF, Key: string(args[1]),
-		Spec: bfSpec(rate, uint64(capacity), uint32(expansion), nonScaling)}
+	spec := bfSpec(rate, uint64(capacity), uint32(expansion), nonScaling)
+	if err := checkSpec(spec); err != nil {
+		return op{}, err
+	}
+	cmd := &fsm.Command{Op: fsm.OpReserve, Family: fsm.FamilyBF, Key: string(args[1]), Spec: spec}
 	return writeOp(cmd, renderOK), nil
+}
+
+// checkSpec refuses a filter that cannot be built from spec before anything is
+// proposed: RedisBloom's "ERR could not create filter", then why (a filter
+// larger than one filter may be, with the bytes it would need). RedisBloom
+// answers this after looking the key up, so on an existing key it would answer
+// "ERR item exists" instead; here the log entry is saved.
+func checkSpec(spec fsm.Spec) error {
+	if err := fsm.CheckSpec(spec); err != nil {
+		return redisError(string(errUnknownFail) + ": " + strings.TrimPrefix(err.Error(), fsm.ErrBadSpec.Error()+": "))
+	}
+	return nil
 }
 
 // reserveArgs checks the key, error rate and capacity of BF.RESERVE and
@@ -163,7 +179,7 @@ func parseBFInsert(s *Server, args [][]byte) (op, error) {
 		return op{}, arityError(args[0])
 	}
 	rate, capacity, expansion := bfDefaultErrorRate, int64(bfDefaultCapacity), int64(bfDefaultExpansion)
-	nonScaling, noCreate := false, false
+	nonScaling, noCreate, sized := false, false, false
 	pos, items := 2, -1
 	for pos < len(args) && items < 0 {
 		arg := args[pos]
@@ -179,6 +195,7 @@ func parseBFInsert(s *Server, args [][]byte) (op, error) {
 			}
 			if lower(arg, 1) == 'r' {
 				rate, err = errorRate(args[pos], redisError("Bad error rate"), redisError("Bad error rate"))
+				sized = true
 			} else {
 				expansion, err = intIn(args[pos], 0, maxExpansion, redisError("Bad expansion"), redisError("Bad expansion"))
 			}
@@ -189,6 +206,7 @@ func parseBFInsert(s *Server, args [][]byte) (op, error) {
 				return op{}, arityError(args[0])
 			}
 			capacity, err = intIn(args[pos], 1, s.maxCap(), redisError("Bad capacity"), redisError("Bad capacity"))
+			sized = true
 			pos++
 		case 'n':
 			if lower(arg, 2) == 'c' {
@@ -210,8 +228,16 @@ func parseBFInsert(s *Server, args [][]byte) (op, error) {
 	if err := s.checkKeyItems(args[1], args[items:]); err != nil {
 		return op{}, err
 	}
+	spec := bfSpec(rate, uint64(capacity), uint32(expansion), nonScaling)
+	// The defaults always build; options that never could are refused whether
+	// or not the key exists, as options out of range are.
+	if sized && !noCreate {
+		if err := checkSpec(spec); err != nil {
+			return op{}, err
+		}
+	}
 	cmd := &fsm.Command{Op: fsm.OpAdd, Family: fsm.FamilyBF, Key: string(args[1]), Items: args[items:],
-		Multi: true, NoCreate: noCreate, Spec: bfSpec(rate, uint64(capacity), uint32(expansion), nonScaling)}
+		Multi: true, NoCreate: noCreate, Spec: spec}
 	return writeOp(cmd, renderBools), nil
 }
 

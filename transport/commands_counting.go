@@ -64,8 +64,11 @@ func parseCBFReserve(s *Server, args [][]byte) (op, error) {
 			return op{}, errSyntax
 		}
 	}
-	cmd := &fsm.Command{Op: fsm.OpReserve, Family: fsm.FamilyCBF, Key: string(args[1]),
-		Spec: cbfSpec(kind, rate, uint64(capacity), bits)}
+	spec := cbfSpec(kind, rate, uint64(capacity), bits)
+	if err := checkSpec(spec); err != nil {
+		return op{}, err
+	}
+	cmd := &fsm.Command{Op: fsm.OpReserve, Family: fsm.FamilyCBF, Key: string(args[1]), Spec: spec}
 	return writeOp(cmd, renderOK), nil
 }
 

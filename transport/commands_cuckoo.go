@@ -90,8 +90,11 @@ func parseCFReserve(s *Server, args [][]byte) (op, error) {
 	if bucketSize*2 > capacity || capacity > s.maxCap() {
 		return op{}, redisError(fmt.Sprintf("Capacity must be in the range [2 * BUCKETSIZE, %d]", s.maxCap()))
 	}
-	cmd := &fsm.Command{Op: fsm.OpReserve, Family: fsm.FamilyCF, Key: string(args[1]),
-		Spec: cfSpec(uint64(capacity), uint16(bucketSize), uint16(maxIter), uint32(expansion))}
+	spec := cfSpec(uint64(capacity), uint16(bucketSize), uint16(maxIter), uint32(expansion))
+	if err := checkSpec(spec); err != nil {
+		return op{}, err
+	}
+	cmd := &fsm.Command{Op: fsm.OpReserve, Family: fsm.FamilyCF, Key: string(args[1]), Spec: spec}
 	return writeOp(cmd, renderOK), nil
 }
 
@@ -121,7 +124,7 @@ func parseCFAdd(s *Server, args [][]byte) (op, error) {
 // parseCFInsert: CF.INSERT / CF.INSERTNX key [CAPACITY c] [NOCREATE] ITEMS
 // item..., options recognised by their first letter as RedisBloom does.
 func parseCFInsert(s *Server, args [][]byte) (op, error) {
-	capacity, noCreate := int64(cfDefaultCapacity), false
+	capacity, noCreate, sized := int64(cfDefaultCapacity), false, false
 	pos, items := 2, -1
 	for pos < len(args) && items < 0 {
 		switch lower(args[pos], 0) {
@@ -137,7 +140,7 @@ func parseCFInsert(s *Server, args [][]byte) (op, error) {
 			if v < cfMinCapacity || v > s.maxCap() {
 				return op{}, redisError(fmt.Sprintf("Capacity must be in the range [cf-bucket-size * 2, %d]", s.maxCap()))
 			}
-			capacity = v
+			capacity, sized = v, true
 			pos++
 		case 'i':
 			pos++
@@ -156,8 +159,14 @@ func parseCFInsert(s *Server, args [][]byte) (op, error) {
 		return op{}, err
 	}
 	nx := lower(args[0], len(args[0])-1) == 'x'
+	spec := defaultCFSpec(uint64(capacity))
+	if sized && !noCreate {
+		if err := checkSpec(spec); err != nil {
+			return op{}, err
+		}
+	}
 	cmd := &fsm.Command{Op: fsm.OpAdd, Family: fsm.FamilyCF, Key: string(args[1]), Items: args[items:],
-		Multi: true, NX: nx, NoCreate: noCreate, Spec: defaultCFSpec(uint64(capacity))}
+		Multi: true, NX: nx, NoCreate: noCreate, Spec: spec}
 	if nx {
 		return writeOp(cmd, renderInts), nil // integers even in RESP3
 	}

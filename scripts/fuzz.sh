@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# fuzz.sh DURATION runs every fuzz target of the module's packages, one at a time,
-# for DURATION each (a go test -fuzztime value such as 30s or 10000x). go test
-# fuzzes one target per run, hence the loop. It stops at the first failure; the
-# failing input is then under the package's testdata/fuzz/<Name>/. The corpus each
-# run builds is copied there too, to be committed.
+# fuzz.sh DURATION [PATTERN] runs every fuzz target of the module's packages (or
+# those whose name matches the extended regexp PATTERN, such as 'LoadChunk'), one
+# at a time, for DURATION each (a go test -fuzztime value such as 30s or 10000x).
+# go test fuzzes one target per run, hence the loop. It stops at the first
+# failure; the failing input is then under the package's testdata/fuzz/<Name>/. The
+# corpus each run builds is copied there too, to be committed.
 set -euo pipefail
 
-if [ $# -ne 1 ]; then
-	echo "usage: $0 DURATION" >&2
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+	echo "usage: $0 DURATION [PATTERN]" >&2
 	exit 2
 fi
 duration=$1
+pattern=${2:-.}
 cd "$(dirname "$0")/.."
 
 found=0
@@ -19,7 +21,7 @@ found=0
 while IFS=$'\t' read -r pkg dir files; do
 	names=$(cd "$dir" && for f in $files; do
 		grep -hoE '^func Fuzz[A-Za-z0-9_]*\([A-Za-z_][A-Za-z0-9_]* \*testing\.F\)' "$f" || true
-	done | sed -E 's/^func (Fuzz[A-Za-z0-9_]*)\(.*/\1/' | sort -u)
+	done | sed -E 's/^func (Fuzz[A-Za-z0-9_]*)\(.*/\1/' | { grep -E -- "$pattern" || true; } | sort -u)
 	for name in $names; do
 		found=$((found + 1))
 		echo "== $pkg $name ($duration)"

@@ -224,7 +224,7 @@ func (n *Node) admit(p *proposal) error {
 		if err != nil {
 			return nil // the state machine answers the bad spec
 		}
-		need = b
+		need = b + fsm.KeyBytes(c.Key)
 	case fsm.OpAdd:
 		if _, ok := n.fsm.KindOf(c.Key); ok {
 			// An existing filter may grow by a sub-filter.
@@ -238,7 +238,7 @@ func (n *Node) admit(p *proposal) error {
 		if err != nil {
 			return nil
 		}
-		need = b
+		need = b + fsm.KeyBytes(c.Key)
 	case fsm.OpLoadChunk:
 		if c.Iter != 1 {
 			return nil

@@ -49,7 +49,7 @@ func (f *FSM) install(key string, flt filters.Filter) *entry {
 	if old := f.reg.byKey[key]; old != nil {
 		f.memory.Add(-old.mem)
 	}
-	e := &entry{key: key, kind: flt.Kind(), f: flt, gen: f.gen, mem: flt.MemoryBytes()}
+	e := &entry{key: key, kind: flt.Kind(), f: flt, gen: f.gen, mem: entryBytes(key, flt)}
 	f.reg.put(e)
 	f.memory.Add(e.mem)
 	return e
@@ -80,7 +80,7 @@ func (f *FSM) mutate(e *entry, fn func(flt filters.Filter)) {
 	}
 	e.mu.Lock()
 	fn(e.f)
-	mem := e.f.MemoryBytes()
+	mem := entryBytes(e.key, e.f)
 	e.mu.Unlock()
 	f.memory.Add(mem - e.mem)
 	e.mem = mem

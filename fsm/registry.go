@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -27,8 +28,28 @@ type entry struct {
 	// (one whose generation is >= gen and that is not yet released) may be
 	// streaming f, so the next mutation works on a copy (copy-on-write).
 	gen uint64
-	mem uint64 // f.MemoryBytes() as last accounted
+	mem uint64 // entryBytes(key, f) as last accounted
 }
+
+// keyOverhead is what a key costs besides its filter's arrays, its filter's
+// struct and its name: the entry, its map slot and its SCAN-order slot with
+// their growth slack, allocation rounding included. Measured with
+// bench/keybench (100,000 small filters of each kind).
+const keyOverhead = 96
+
+// entryBytes is the memory a key and its filter take, as --max-memory counts
+// it: a node of many small filters is mostly this overhead.
+func entryBytes(key string, flt filters.Filter) uint64 {
+	return flt.MemoryBytes() + keyOverhead + uint64(len(key)+7)&^7 + uint64(reflect.TypeOf(flt).Elem().Size())
+}
+
+// KeyBytes estimates what a new key costs besides its filter's arrays, for
+// admission before the filter exists: entryBytes less the arrays, with a
+// filter struct of the largest kind.
+func KeyBytes(key string) uint64 { return keyOverhead + uint64(len(key)+7)&^7 + maxFilterStruct }
+
+// maxFilterStruct is the size of the largest filter struct.
+const maxFilterStruct = 160
 
 // registry maps names to entries and keeps them in SCAN order.
 //

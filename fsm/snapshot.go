@@ -209,7 +209,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	mem := uint64(0)
 	for _, fr := range st.entries {
 		e := &entry{key: fr.key, kind: fr.f.Kind(), hash: scanHash(fr.key), f: fr.f,
-			gen: f.gen, mem: fr.f.MemoryBytes()}
+			gen: f.gen, mem: entryBytes(fr.key, fr.f)}
 		order = append(order, e)
 		byKey[e.key] = e
 		mem += e.mem
@@ -286,7 +286,8 @@ type SnapshotSummary struct {
 	Sessions int
 	// Filters describes every filter, keys ascending.
 	Filters []Info
-	// MemoryBytes is what the filters take in memory once restored.
+	// MemoryBytes is what the filters take in memory once restored, as
+	// --max-memory counts it (keys included).
 	MemoryBytes uint64
 }
 
@@ -300,7 +301,7 @@ func VerifySnapshot(r io.Reader) (*SnapshotSummary, error) {
 	st, err := scanSnapshot(r, int64(DefaultSessionTTL), func(fr frozen) {
 		in := infoOf(fr.key, fr.f)
 		sum.Filters = append(sum.Filters, in)
-		sum.MemoryBytes += in.Size
+		sum.MemoryBytes += entryBytes(fr.key, fr.f)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)

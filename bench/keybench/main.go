@@ -21,7 +21,7 @@ import (
 
 func main() {
 	keys := flag.Int("keys", 100000, "filters to create")
-	kind := flag.String("kind", "bloom", "bloom, cuckoo or counting")
+	kind := flag.String("kind", "scalable", "scalable (BF.RESERVE's), bloom, cuckoo or counting")
 	capacity := flag.Uint64("capacity", 100, "capacity of each filter")
 	flag.Parse()
 	f := fsm.New(fsm.Options{})
@@ -30,6 +30,8 @@ func main() {
 	switch *kind {
 	case "bloom":
 		spec.Kind = filters.KindBloom
+	case "scalable": // what BF.RESERVE and BF.ADD make
+		spec.Kind, spec.Expansion = filters.KindScalable, 2
 	case "cuckoo":
 		spec.Kind, fam, spec.BucketSize, spec.MaxIterations, spec.FingerprintBits, spec.Expansion = filters.KindCuckoo, fsm.FamilyCF, 2, 20, 16, 1
 	case "counting":

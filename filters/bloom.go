@@ -28,7 +28,7 @@ type Bloom struct {
 	blocks   uint64 // 512-bit blocks; 0 for the classic layout
 	k        int
 	count    uint64 // Adds that returned true
-	bits     []uint64
+	bits     paged
 
 	// ones is the number of set bits, kept up to date by Add, Union and loads.
 	ones uint64
@@ -281,7 +281,7 @@ func NewBloom(capacity uint64, errorRate float64) (*Bloom, error) {
 		return nil, err
 	}
 	b := newBloomShape(capacity, errorRate, g)
-	b.bits = make([]uint64, g.m/64)
+	b.bits = newPaged(g.m / 64)
 	return b, nil
 }
 
@@ -302,7 +302,7 @@ func BloomBytes(capacity uint64, errorRate float64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return g.m/8 + bloomOverhead, nil
+	return pagedBytes(g.m/64) + bloomOverhead, nil
 }
 
 // Add inserts item and reports whether it was new: true if it set at least one bit
@@ -325,11 +325,9 @@ func (b *Bloom) AddDigest(d Digest) bool {
 	return true
 }
 
-// blockOf returns the block an item falls into, chosen by the high bits of H1.
-func (b *Bloom) blockOf(d Digest) *[blockWords]uint64 {
-	i := reduce(d.H1, b.blocks) * blockWords
-	return (*[blockWords]uint64)(b.bits[i : i+blockWords])
-}
+// blockAt returns the first word of the block an item falls into, chosen by
+// the high bits of H1.
+func (b *Bloom) blockAt(d Digest) uint64 { return reduce(d.H1, b.blocks) * blockWords }
 
 // blockMul is the multiplier of the in-block position sequence: odd, with well
 // spread bits (2^64 / golden ratio).
@@ -348,7 +346,7 @@ const blockMul = 0x9e3779b97f4a7c15
 // builds the block's mask first, so the update is eight branch-free word operations
 // whatever k is, and positions that coincide count once.
 func (b *Bloom) addBlocked(d Digest) int {
-	blk := b.blockOf(d)
+	blk := b.bits.wblock(b.blockAt(d))
 	h := d.H2
 	var mask [blockWords]uint64
 	for range b.k {
@@ -370,8 +368,8 @@ func (b *Bloom) addClassic(d Digest) int {
 	for i := range b.k {
 		p := reduce(d.probe(uint64(i)), b.m)
 		w, bit := p>>6, uint64(1)<<(p&63)
-		if b.bits[w]&bit == 0 {
-			b.bits[w] |= bit
+		if b.bits.at(w)&bit == 0 {
+			*b.bits.ref(w) |= bit
 			set++
 		}
 	}
@@ -388,7 +386,7 @@ func (b *Bloom) TestDigest(d Digest) bool {
 	}
 	// All k words are in one cache line, loaded by the first read; testing every
 	// bit without branching is cheaper than a mispredicted early exit.
-	blk := b.blockOf(d)
+	blk := b.bits.block(b.blockAt(d))
 	h := d.H2
 	ok := uint64(1)
 	for range b.k {
@@ -402,7 +400,7 @@ func (b *Bloom) TestDigest(d Digest) bool {
 func (b *Bloom) testClassic(d Digest) bool {
 	for i := range b.k {
 		p := reduce(d.probe(uint64(i)), b.m)
-		if b.bits[p>>6]&(1<<(p&63)) == 0 {
+		if b.bits.at(p>>6)&(1<<(p&63)) == 0 {
 			return false
 		}
 	}
@@ -460,24 +458,48 @@ func (b *Bloom) EstimatedFPP() float64 {
 // do); otherwise Union returns ErrIncompatible and changes nothing. Count becomes
 // the sum of both counts, so items in both filters count twice.
 func (b *Bloom) Union(o *Bloom) error {
-	if b.layout != o.layout || b.m != o.m || b.k != o.k || len(b.bits) != len(o.bits) {
+	if b.layout != o.layout || b.m != o.m || b.k != o.k || b.bits.len() != o.bits.len() {
 		return fmt.Errorf("%w: bloom %d bits, %d hashes, layout %d vs %d bits, %d hashes, layout %d",
 			ErrIncompatible, b.m, b.k, b.layout, o.m, o.k, o.layout)
 	}
-	for i, w := range o.bits {
-		b.bits[i] |= w
+	for p, src := range o.bits.pages {
+		// A page that gains no bit is left alone, so a fork keeps sharing it.
+		if !covers(b.bits.pages[p].w, src.w) {
+			dst := b.bits.page(uint64(p))
+			for i, w := range src.w {
+				dst[i] |= w
+			}
+		}
 	}
-	b.ones = popcount(b.bits)
+	b.ones = b.bits.popcount()
 	if b.count += o.count; b.count < o.count {
 		b.count = math.MaxUint64
 	}
 	return nil
 }
 
+// covers reports whether every bit set in src is set in dst.
+func covers(dst, src []uint64) bool {
+	for i, w := range src {
+		if w&^dst[i] != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Clone returns an independent copy of b.
 func (b *Bloom) Clone() *Bloom {
 	c := *b
-	c.bits = append([]uint64(nil), b.bits...)
+	c.bits = b.bits.clone()
+	return &c
+}
+
+// Fork returns a copy of b that shares its bits, page by page, until one of
+// the two writes a page (Fork in fork.go).
+func (b *Bloom) Fork() *Bloom {
+	c := *b
+	c.bits = b.bits.fork()
 	return &c
 }
 
@@ -499,9 +521,9 @@ func (b *Bloom) Blocked() bool { return b.blocks != 0 }
 // Kind returns KindBloom.
 func (b *Bloom) Kind() Kind { return KindBloom }
 
-// MemoryBytes returns the memory the filter occupies: its bits and a fixed
-// overhead.
-func (b *Bloom) MemoryBytes() uint64 { return uint64(len(b.bits))*8 + bloomOverhead }
+// MemoryBytes returns the memory the filter occupies: its bits, their page
+// table and a fixed overhead.
+func (b *Bloom) MemoryBytes() uint64 { return b.bits.bytes() + bloomOverhead }
 
 // WriteTo streams the filter's encoding to w.
 func (b *Bloom) WriteTo(w io.Writer) (int64, error) { return Encode(w, b) }
@@ -534,12 +556,12 @@ func (b *Bloom) writeShape(w *paramWriter) {
 	w.uint(b.count)
 }
 
-func (b *Bloom) payload() [][]uint64 { return [][]uint64{b.bits} }
+func (b *Bloom) payload() []*paged { return []*paged{&b.bits} }
 
 // install takes a decoded bit array after checking its length; the set bits are
 // counted when the payload is checked (settle).
-func (b *Bloom) install(words []uint64) error {
-	if uint64(len(words)) != b.m/64 {
+func (b *Bloom) install(words paged) error {
+	if words.len() != b.m/64 {
 		return fmt.Errorf("%w: bloom payload length", ErrCorrupt)
 	}
 	b.bits = words
@@ -551,7 +573,7 @@ func init() { registerDecoder(KindBloom, decodeBloom) }
 // decodeBloom parses a Bloom's params. m and k are stored rather than recomputed,
 // so a future change of sizing still reads old encodings; each is range-checked on
 // its own.
-func decodeBloom(params []byte) (Filter, []int, func([][]uint64) error, error) {
+func decodeBloom(params []byte) (Filter, []int, func([]paged) error, error) {
 	r := paramReader{b: params}
 	if v := r.byte(); r.err == nil && v != bloomParamVersion {
 		return nil, nil, nil, fmt.Errorf("%w: bloom params version %d", ErrVersion, v)
@@ -560,7 +582,7 @@ func decodeBloom(params []byte) (Filter, []int, func([][]uint64) error, error) {
 	if err := r.done(); err != nil {
 		return nil, nil, nil, err
 	}
-	install := func(segs [][]uint64) error {
+	install := func(segs []paged) error {
 		if len(segs) != 1 {
 			return fmt.Errorf("%w: bloom payload", ErrCorrupt)
 		}

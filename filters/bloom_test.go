@@ -59,7 +59,7 @@ func newBloomLayout(t testing.TB, capacity uint64, p float64, layout uint8) *Blo
 		t.Fatal(err)
 	}
 	b := newBloomShape(capacity, p, g)
-	b.bits = make([]uint64, g.m/64)
+	b.bits = newPaged(g.m / 64)
 	return b
 }
 
@@ -120,7 +120,7 @@ func TestBloomSizing(t *testing.T) {
 					t.Errorf("(%d, %v): classic geometry %+v, want %+v", n, p, g, c)
 				}
 			}
-			want := g.m/8 + bloomOverhead
+			want := pagedBytes(g.m/64) + bloomOverhead
 			if got, err := BloomBytes(n, p); err != nil || got != want {
 				t.Errorf("BloomBytes(%d, %v) = %d, %v; want %d", n, p, got, err, want)
 			}
@@ -143,8 +143,8 @@ func TestBloomSizing(t *testing.T) {
 		t.Errorf("(10, 0.01) uses layout %d", g.layout)
 	}
 	b := mustNewBloom(t, 5000, 0.01)
-	if b.MemoryBytes() != uint64(len(b.bits))*8+bloomOverhead || b.Bits() != uint64(len(b.bits))*64 {
-		t.Errorf("MemoryBytes %d, Bits %d for %d words", b.MemoryBytes(), b.Bits(), len(b.bits))
+	if b.MemoryBytes() != b.bits.bytes()+bloomOverhead || b.Bits() != b.bits.len()*64 {
+		t.Errorf("MemoryBytes %d, Bits %d for %d words", b.MemoryBytes(), b.Bits(), b.bits.len())
 	}
 	if bb, _ := BloomBytes(5000, 0.01); bb != b.MemoryBytes() {
 		t.Errorf("BloomBytes %d, MemoryBytes %d", bb, b.MemoryBytes())
@@ -307,8 +307,8 @@ func checkBloomModel(t *testing.T, b *Bloom, seed uint64, universe, ops int) {
 	if b.Count() != added {
 		t.Fatalf("Count = %d, Adds that returned true = %d", b.Count(), added)
 	}
-	if b.ones != popcount(b.bits) {
-		t.Fatalf("cached set bits %d, actual %d", b.ones, popcount(b.bits))
+	if b.ones != b.bits.popcount() {
+		t.Fatalf("cached set bits %d, actual %d", b.ones, b.bits.popcount())
 	}
 }
 
@@ -420,10 +420,8 @@ func TestBloomApproxCount(t *testing.T) {
 		}
 	}
 	full := mustNewBloom(t, 10, 0.01)
-	for i := range full.bits {
-		full.bits[i] = math.MaxUint64
-	}
-	full.ones = popcount(full.bits)
+	full.bits.fill(math.MaxUint64)
+	full.ones = full.bits.popcount()
 	if full.EstimatedFPP() != 1 || full.ApproxCount() == 0 {
 		t.Errorf("saturated filter: EstimatedFPP %v, ApproxCount %d", full.EstimatedFPP(), full.ApproxCount())
 	}
@@ -446,7 +444,7 @@ func TestBloomUnion(t *testing.T) {
 		if err := a.Union(b); err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(a.bits, all.bits) || a.Count() != want || a.ones != popcount(a.bits) {
+		if !reflect.DeepEqual(a.bits.slice(), all.bits.slice()) || a.Count() != want || a.ones != a.bits.popcount() {
 			t.Fatalf("layout %d: union differs from one filter holding every item (Count %d, want %d)", layout, a.Count(), want)
 		}
 		for i := range uint64(4000) {
@@ -604,8 +602,8 @@ func TestBloomRoundTrip(t *testing.T) {
 		}
 		// The loaded filter counted its set bits, and Add keeps counting.
 		g.Add([]byte("after load"))
-		if g.ones != popcount(g.bits) {
-			t.Fatalf("set bits %d after loading and one Add, actual %d", g.ones, popcount(g.bits))
+		if g.ones != g.bits.popcount() {
+			t.Fatalf("set bits %d after loading and one Add, actual %d", g.ones, g.bits.popcount())
 		}
 	}
 	var r Bloom
@@ -660,7 +658,7 @@ func TestBloomDecodeErrors(t *testing.T) {
 	b := mustNewBloom(t, 1000, 0.01)
 	b.Add([]byte("x"))
 	good := b.params()
-	words := b.bits
+	words := b.bits.slice()
 	hostile := func(layout byte, capacity uint64, rate float64, m, k uint64) []byte {
 		var w paramWriter
 		w.byte(bloomParamVersion)
@@ -774,7 +772,7 @@ func FuzzDecodeBloom(f *testing.F) {
 	}
 	for _, b := range []*Bloom{blocked, classic} {
 		enc := bfEncode(f, b)
-		pay := bfBytes(b.bits)
+		pay := bfBytes(b.bits.slice())
 		f.Add(enc, b.params(), pay)
 		f.Add(enc[:len(enc)/2], b.params()[:4], pay[:8])
 		flipped := append([]byte(nil), enc...)

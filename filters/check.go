@@ -96,7 +96,7 @@ type checked interface {
 // is written, so that a refused chunk changes nothing. All reads of a payload
 // being checked go through it.
 type segView struct {
-	seg   []uint64
+	seg   *paged
 	lo, n uint64
 	chunk []byte // n words, little-endian; nil for none
 }
@@ -105,7 +105,28 @@ func (v *segView) word(i uint64) uint64 {
 	if i-v.lo < v.n {
 		return binary.LittleEndian.Uint64(v.chunk[(i-v.lo)*8:])
 	}
-	return v.seg[i]
+	return v.seg.at(i)
+}
+
+// runWords is the most words run decodes from a chunk at once.
+const runWords = 256
+
+// run returns words [i, j) for some j in (i, hi]: a piece of one page, read
+// in place, or of the chunk, decoded into buf. The word loops of tallyRange
+// read a segment a run at a time rather than a word at a time.
+func (v *segView) run(i, hi uint64, buf *[runWords]uint64) []uint64 {
+	if i-v.lo < v.n {
+		end := min(hi, v.lo+v.n, i+runWords)
+		for j := i; j < end; j++ {
+			buf[j-i] = binary.LittleEndian.Uint64(v.chunk[(j-v.lo)*8:])
+		}
+		return buf[:end-i]
+	}
+	if i < v.lo {
+		hi = min(hi, v.lo) // the chunk stands in from lo on
+	}
+	pg, o := v.seg.pages[i>>pageShift].w, i&pageMask
+	return pg[o:min(uint64(len(pg)), o+hi-i)]
 }
 
 // tallyRange tallies the lanes of a segment laid out as l that overlap its words
@@ -124,27 +145,13 @@ func tallyRange(l lanes, v *segView, lo, hi uint64, t *tally) {
 	s1 := min(l.n, (hi*64+l.width-1)/l.width)
 	var n, sum, sat, odd uint64
 	switch l.class {
-	case bitWords:
-		for s := s0; s < s1; s++ {
-			n += uint64(bits.OnesCount64(v.word(s)))
-		}
-	case byteWords:
-		for s := s0; s < s1; s++ {
-			n += nonZeroBytes(v.word(s))
-		}
-	case wydeWords:
-		for s := s0; s < s1; s++ {
-			n += nonZero16s(v.word(s))
-		}
-	case nibbleCounters:
-		for s := s0; s < s1; s++ {
-			a, b := sumCounters4(v.word(s))
-			sum, sat = sum+a, sat+b
-		}
-	case byteCounters:
-		for s := s0; s < s1; s++ {
-			a, b := sumCounters8(v.word(s))
-			sum, sat = sum+a, sat+b
+	case bitWords, byteWords, wydeWords, nibbleCounters, byteCounters:
+		var buf [runWords]uint64
+		for s := s0; s < s1; {
+			r := v.run(s, s1, &buf)
+			a, b, c := tallyWords(l.class, r)
+			n, sum, sat = n+a, sum+b, sat+c
+			s += uint64(len(r))
 		}
 	case fpLanes, cells:
 		// Lanes narrower than a word, read one after another, each word loaded
@@ -152,7 +159,7 @@ func tallyRange(l lanes, v *segView, lo, hi uint64, t *tally) {
 		width, cmax := l.width, l.cmax
 		mask := uint64(1)<<width - 1
 		p := s0 * width
-		k, off, words := p>>6, p&63, uint64(len(v.seg))
+		k, off, words := p>>6, p&63, v.seg.len()
 		cur := v.word(k)
 		for s := s0; s < s1; s++ {
 			x := cur >> off
@@ -185,10 +192,40 @@ func tallyRange(l lanes, v *segView, lo, hi uint64, t *tally) {
 	t.sum += sum
 	t.sat += sat
 	t.odd += odd
-	last := uint64(len(v.seg)) - 1
+	last := v.seg.len() - 1
 	if hi == last+1 && l.used < (last+1)*64 && l.used >= last*64 {
 		t.pad += uint64(bits.OnesCount64(v.word(last) >> (l.used - last*64)))
 	}
+}
+
+// tallyWords tallies r, whole words of a segment of class c, one of the
+// classes whose lanes are words.
+func tallyWords(c laneClass, r []uint64) (n, sum, sat uint64) {
+	switch c {
+	case bitWords:
+		for _, x := range r {
+			n += uint64(bits.OnesCount64(x))
+		}
+	case byteWords:
+		for _, x := range r {
+			n += nonZeroBytes(x)
+		}
+	case wydeWords:
+		for _, x := range r {
+			n += nonZero16s(x)
+		}
+	case nibbleCounters:
+		for _, x := range r {
+			a, b := sumCounters4(x)
+			sum, sat = sum+a, sat+b
+		}
+	case byteCounters:
+		for _, x := range r {
+			a, b := sumCounters8(x)
+			sum, sat = sum+a, sat+b
+		}
+	}
+	return n, sum, sat
 }
 
 // nonZero is 1 if x is not zero, else 0, without a branch.
@@ -199,7 +236,7 @@ func tallyAll(c checked) []tally {
 	segs := c.payload()
 	totals := make([]tally, len(segs))
 	for i, s := range segs {
-		tallyRange(c.lanesOf(i), &segView{seg: s}, 0, uint64(len(s)), &totals[i])
+		tallyRange(c.lanesOf(i), &segView{seg: s}, 0, s.len(), &totals[i])
 	}
 	return totals
 }

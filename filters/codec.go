@@ -105,15 +105,17 @@ type Filter interface {
 	params() []byte
 	// payload returns the filter's arrays in encoding order. The encoder only
 	// reads them; chunk loading writes into them.
-	payload() [][]uint64
+	payload() []*paged
 	// tracker returns the state of a load in progress (load.go).
 	tracker() *loadable
+	// fork returns the kind's Fork as a Filter.
+	fork() Filter
 }
 
 // decoder builds an empty filter of one kind from its params, and reports the
 // length in words of each array its payload holds. install then receives the arrays,
 // filled, and checks whatever invariant ties them to the params.
-type decoder func(params []byte) (f Filter, lens []int, install func([][]uint64) error, err error)
+type decoder func(params []byte) (f Filter, lens []int, install func([]paged) error, err error)
 
 // decoders is indexed by Kind; it is read-only after package initialisation.
 var decoders = map[Kind]decoder{}
@@ -124,10 +126,7 @@ func registerDecoder(k Kind, d decoder) { decoders[k] = d }
 // Encode writes f's encoding to w.
 func Encode(w io.Writer, f Filter) (int64, error) {
 	segs := f.payload()
-	var paylen uint64
-	for _, s := range segs {
-		paylen += uint64(len(s)) * 8
-	}
+	paylen := uint64(payloadBytes(segs))
 	kind, params := encodingOf(f)
 	hdr := encodeHeader(kind, params, paylen)
 	cw := &countWriter{w: w}
@@ -137,9 +136,11 @@ func Encode(w io.Writer, f Filter) (int64, error) {
 	crc := uint32(0)
 	var buf []byte
 	for _, s := range segs {
-		var err error
-		if crc, buf, err = writeWords(cw, s, crc, buf); err != nil {
-			return cw.n, err
+		for _, pg := range s.pages {
+			var err error
+			if crc, buf, err = writeWords(cw, pg.w, crc, buf); err != nil {
+				return cw.n, err
+			}
 		}
 	}
 	var tail [4]byte
@@ -269,7 +270,7 @@ func noEOF(err error) error {
 }
 
 // prepare decodes params into an empty filter and checks paylen against them.
-func (h header) prepare() (Filter, []int, func([][]uint64) error, error) {
+func (h header) prepare() (Filter, []int, func([]paged) error, error) {
 	dec, ok := decoders[h.kind]
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("%w: unknown kind %d", ErrCorrupt, uint8(h.kind))
@@ -312,10 +313,10 @@ func Decode(r io.Reader) (Filter, error) {
 	if err != nil {
 		return nil, err
 	}
-	segs := make([][]uint64, len(lens))
+	segs := make([]paged, len(lens))
 	crc := uint32(0)
 	for i, n := range lens {
-		if segs[i], crc, err = readWords(br, n, crc); err != nil {
+		if segs[i], crc, err = readWords(br, uint64(n), crc); err != nil {
 			return nil, err
 		}
 	}
@@ -340,40 +341,36 @@ type byteReader interface {
 	io.ByteReader
 }
 
-// readWords reads n little-endian words, growing the array as input arrives so
-// that a short input never causes a large allocation.
-func readWords(r io.Reader, n int, crc uint32) ([]uint64, uint32, error) {
-	words := make([]uint64, 0, min(n, growStart))
+// readWords reads n little-endian words into a paged array, a page at a time:
+// pages, and the page table, are allocated only as input arrives, so that a
+// short input never causes a large allocation.
+func readWords(r io.Reader, n uint64, crc uint32) (paged, uint32, error) {
+	a := paged{pages: make([]page, 0, min(pageCount(n), growStart/pageWords))}
 	var buf []byte
-	for len(words) < n {
-		if len(words) == cap(words) {
-			grown := make([]uint64, len(words), min(n, 2*cap(words)))
-			copy(grown, words)
-			words = grown
-		}
-		lo := len(words)
-		hi := min(cap(words), lo+writeChunkWords)
-		words = words[:hi]
+	for left := n; left > 0; {
+		pg := make([]uint64, min(left, pageWords))
 		var b []byte
 		if littleEndian {
-			b = unsafe.Slice((*byte)(unsafe.Pointer(&words[lo])), (hi-lo)*8)
+			b = unsafe.Slice((*byte)(unsafe.Pointer(&pg[0])), len(pg)*8)
 		} else {
 			if buf == nil {
-				buf = make([]byte, writeChunkWords*8)
+				buf = make([]byte, pageWords*8)
 			}
-			b = buf[:(hi-lo)*8]
+			b = buf[:len(pg)*8]
 		}
 		if _, err := io.ReadFull(r, b); err != nil {
-			return nil, crc, fmt.Errorf("%w: payload: %v", ErrCorrupt, noEOF(err))
+			return paged{}, crc, fmt.Errorf("%w: payload: %v", ErrCorrupt, noEOF(err))
 		}
 		crc = crc32.Update(crc, castagnoli, b)
 		if !littleEndian {
-			for i := lo; i < hi; i++ {
-				words[i] = binary.LittleEndian.Uint64(b[(i-lo)*8:])
+			for i := range pg {
+				pg[i] = binary.LittleEndian.Uint64(b[i*8:])
 			}
 		}
+		a.pages = append(a.pages, page{w: pg})
+		left -= uint64(len(pg))
 	}
-	return words, crc, nil
+	return a, crc, nil
 }
 
 // decodeInto decodes r into a filter that must be of kind want. It reports the bytes

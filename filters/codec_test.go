@@ -33,7 +33,7 @@ const (
 )
 
 type tkFilter struct {
-	a, b  []uint64
+	a, b  paged
 	tag   uint64
 	rate  float64
 	flag  bool
@@ -46,16 +46,22 @@ type tkFilter struct {
 func init() { registerDecoder(kindTest, decodeTK) }
 
 func (f *tkFilter) Kind() Kind                         { return kindTest }
-func (f *tkFilter) MemoryBytes() uint64                { return uint64(len(f.a)+len(f.b))*8 + 64 }
+func (f *tkFilter) MemoryBytes() uint64                { return (f.a.len()+f.b.len())*8 + 64 }
 func (f *tkFilter) WriteTo(w io.Writer) (int64, error) { return Encode(w, f) }
-func (f *tkFilter) payload() [][]uint64                { return [][]uint64{f.a, f.b} }
+func (f *tkFilter) payload() []*paged                  { return []*paged{&f.a, &f.b} }
 func (f *tkFilter) chunkLoaded()                       { f.loads++ }
+
+func (f *tkFilter) fork() Filter {
+	g := *f
+	g.a, g.b = f.a.fork(), f.b.fork()
+	return &g
+}
 
 func (f *tkFilter) params() []byte {
 	var w paramWriter
 	w.byte(tkParamVersion)
-	w.uint(uint64(len(f.a)))
-	w.uint(uint64(len(f.b)))
+	w.uint(f.a.len())
+	w.uint(f.b.len())
 	w.uint(f.tag)
 	w.float(f.rate)
 	w.bool(f.flag)
@@ -63,7 +69,7 @@ func (f *tkFilter) params() []byte {
 	return w.bytesOut()
 }
 
-func decodeTK(params []byte) (Filter, []int, func([][]uint64) error, error) {
+func decodeTK(params []byte) (Filter, []int, func([]paged) error, error) {
 	r := paramReader{b: params}
 	if v := r.byte(); r.err == nil && v != tkParamVersion {
 		return nil, nil, nil, fmt.Errorf("%w: test kind params version %d", ErrVersion, v)
@@ -75,8 +81,8 @@ func decodeTK(params []byte) (Filter, []int, func([][]uint64) error, error) {
 	if err := r.done(); err != nil {
 		return nil, nil, nil, err
 	}
-	install := func(segs [][]uint64) error {
-		if len(segs) != 2 || uint64(len(segs[0])) != la || uint64(len(segs[1])) != lb {
+	install := func(segs []paged) error {
+		if len(segs) != 2 || segs[0].len() != la || segs[1].len() != lb {
 			return fmt.Errorf("%w: test kind arrays", ErrCorrupt)
 		}
 		f.a, f.b = segs[0], segs[1]
@@ -89,24 +95,24 @@ func decodeTK(params []byte) (Filter, []int, func([][]uint64) error, error) {
 func newTK(la, lb int, seed uint64) *tkFilter {
 	rng := rand.New(rand.NewPCG(seed, 0x7e57))
 	f := &tkFilter{
-		a:    make([]uint64, la),
-		b:    make([]uint64, lb),
 		tag:  rng.Uint64(),
 		rate: 0.01,
 		flag: seed%2 == 1,
 		name: []byte(fmt.Sprintf("tk-%d", seed)),
 	}
-	for i := range f.a {
-		f.a[i] = rng.Uint64()
+	a, b := make([]uint64, la), make([]uint64, lb)
+	for i := range a {
+		a[i] = rng.Uint64()
 	}
-	for i := range f.b {
-		f.b[i] = rng.Uint64()
+	for i := range b {
+		b[i] = rng.Uint64()
 	}
+	f.a, f.b = pagedOf(a), pagedOf(b)
 	return f
 }
 
 func tkEqual(x, y *tkFilter) bool {
-	return slices.Equal(x.a, y.a) && slices.Equal(x.b, y.b) && x.tag == y.tag &&
+	return slices.Equal(x.a.slice(), y.a.slice()) && slices.Equal(x.b.slice(), y.b.slice()) && x.tag == y.tag &&
 		math.Float64bits(x.rate) == math.Float64bits(y.rate) && x.flag == y.flag &&
 		bytes.Equal(x.name, y.name)
 }
@@ -173,7 +179,7 @@ var ctShapes = [][2]int{{0, 0}, {1, 0}, {0, 3}, {5, 7}, {growStart + 3, writeChu
 func TestEncodeLayout(t *testing.T) {
 	for _, s := range ctShapes[:4] {
 		f := newTK(s[0], s[1], 1)
-		want := ctContainer(kindTest, f.params(), uint64(s[0]+s[1])*8, ctWordBytes(f.a, f.b))
+		want := ctContainer(kindTest, f.params(), uint64(s[0]+s[1])*8, ctWordBytes(f.a.slice(), f.b.slice()))
 		if got := ctEncode(t, f); !bytes.Equal(got, want) {
 			t.Errorf("shape %v: encoding\n%x\nwant the documented layout\n%x", s, got, want)
 		}

@@ -28,7 +28,7 @@ type Counting struct {
 	m        uint64 // counters
 	k        int    // hashes
 	items    uint64 // adds minus successful deletes
-	counters []uint64
+	counters paged
 
 	loadable
 }
@@ -101,7 +101,7 @@ func NewCounting(capacity uint64, errorRate float64, counterBits uint8) (*Counti
 		return nil, err
 	}
 	c := newCountingShape(capacity, errorRate, counterBits, m, k)
-	c.counters = make([]uint64, countingWords(m, c.lgPer))
+	c.counters = newPaged(countingWords(m, c.lgPer))
 	return c, nil
 }
 
@@ -130,7 +130,7 @@ func CountingBytes(capacity uint64, errorRate float64, counterBits uint8) (uint6
 		return 0, err
 	}
 	_, lgPer, _ := countingLayout(counterBits)
-	return countingWords(m, lgPer)*8 + countingOverhead, nil
+	return pagedBytes(countingWords(m, lgPer)) + countingOverhead, nil
 }
 
 // slot returns the word and bit shift of counter i.
@@ -154,10 +154,10 @@ func (c *Counting) AddDigest(d Digest) bool {
 	least := c.max
 	for i := range c.k {
 		w, sh := c.slot(c.position(d, i))
-		v := c.counters[w] >> sh & c.max
+		v := c.counters.at(w) >> sh & c.max
 		least = min(least, v)
 		if v < c.max {
-			c.counters[w] += 1 << sh
+			*c.counters.ref(w) += 1 << sh
 		}
 	}
 	if c.items < math.MaxUint64 {
@@ -184,8 +184,8 @@ func (c *Counting) DeleteDigest(d Digest) bool {
 		// Saturated counters stay. A counter can reach zero before the last of
 		// several probes that share it only if the item was never added (its own
 		// add put at least that many there), so the guard just prevents underflow.
-		if v := c.counters[w] >> sh & c.max; v > 0 && v < c.max {
-			c.counters[w] -= 1 << sh
+		if v := c.counters.at(w) >> sh & c.max; v > 0 && v < c.max {
+			*c.counters.ref(w) -= 1 << sh
 		}
 	}
 	c.items--
@@ -200,7 +200,7 @@ func (c *Counting) Test(item []byte) bool { return c.TestDigest(Hash(item)) }
 func (c *Counting) TestDigest(d Digest) bool {
 	for i := range c.k {
 		w, sh := c.slot(c.position(d, i))
-		if c.counters[w]>>sh&c.max == 0 {
+		if c.counters.at(w)>>sh&c.max == 0 {
 			return false
 		}
 	}
@@ -218,7 +218,7 @@ func (c *Counting) CountDigest(d Digest) uint64 {
 	least := c.max
 	for i := range c.k {
 		w, sh := c.slot(c.position(d, i))
-		least = min(least, c.counters[w]>>sh&c.max)
+		least = min(least, c.counters.at(w)>>sh&c.max)
 		if least == 0 {
 			break
 		}
@@ -247,14 +247,22 @@ func (c *Counting) Hashes() int { return c.k }
 // Kind returns KindCounting.
 func (c *Counting) Kind() Kind { return KindCounting }
 
-// MemoryBytes returns the memory the filter occupies: its counters plus a fixed
-// overhead.
-func (c *Counting) MemoryBytes() uint64 { return uint64(len(c.counters))*8 + countingOverhead }
+// MemoryBytes returns the memory the filter occupies: its counters, their page
+// table and a fixed overhead.
+func (c *Counting) MemoryBytes() uint64 { return c.counters.bytes() + countingOverhead }
 
 // Clone returns an independent copy of the filter.
 func (c *Counting) Clone() *Counting {
 	cp := *c
-	cp.counters = append([]uint64(nil), c.counters...)
+	cp.counters = c.counters.clone()
+	return &cp
+}
+
+// Fork returns a copy of c that shares its counters, page by page, until one
+// of the two writes a page (Fork in fork.go).
+func (c *Counting) Fork() *Counting {
+	cp := *c
+	cp.counters = c.counters.fork()
 	return &cp
 }
 
@@ -283,14 +291,14 @@ func (c *Counting) params() []byte {
 	return w.bytesOut()
 }
 
-func (c *Counting) payload() [][]uint64 { return [][]uint64{c.counters} }
+func (c *Counting) payload() []*paged { return []*paged{&c.counters} }
 
 func init() { registerDecoder(KindCounting, decodeCounting) }
 
 // decodeCounting parses a Counting's params. m and k are stored rather than
 // recomputed, so a future change of sizing still reads old encodings; each is
 // range-checked on its own.
-func decodeCounting(params []byte) (Filter, []int, func([][]uint64) error, error) {
+func decodeCounting(params []byte) (Filter, []int, func([]paged) error, error) {
 	r := paramReader{b: params}
 	if v := r.byte(); r.err == nil && v != countingParamVersion {
 		return nil, nil, nil, fmt.Errorf("%w: counting params version %d", ErrVersion, v)
@@ -311,8 +319,8 @@ func decodeCounting(params []byte) (Filter, []int, func([][]uint64) error, error
 	c := newCountingShape(capacity, rate, bits, m, int(k))
 	c.items = items
 	words := countingWords(m, lgPer)
-	install := func(segs [][]uint64) error {
-		if len(segs) != 1 || uint64(len(segs[0])) != words {
+	install := func(segs []paged) error {
+		if len(segs) != 1 || segs[0].len() != words {
 			return fmt.Errorf("%w: counting payload length", ErrCorrupt)
 		}
 		c.counters = segs[0]

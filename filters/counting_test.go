@@ -187,9 +187,9 @@ func TestCountingParams(t *testing.T) {
 		{100, 0.0001, 4, 1918, 13, 120},
 	} {
 		c := mustNewCounting(t, g.n, g.p, g.bits)
-		if c.Counters() != g.m || c.Hashes() != g.k || len(c.counters) != g.words {
+		if c.Counters() != g.m || c.Hashes() != g.k || c.counters.len() != uint64(g.words) {
 			t.Errorf("NewCounting(%d, %v, %d): m=%d k=%d words=%d, want %d %d %d",
-				g.n, g.p, g.bits, c.Counters(), c.Hashes(), len(c.counters), g.m, g.k, g.words)
+				g.n, g.p, g.bits, c.Counters(), c.Hashes(), c.counters.len(), g.m, g.k, g.words)
 		}
 		if sz, err := CountingBytes(g.n, g.p, g.bits); err != nil || sz != c.MemoryBytes() {
 			t.Errorf("CountingBytes = %d, %v; MemoryBytes = %d", sz, err, c.MemoryBytes())
@@ -289,7 +289,7 @@ func TestCountingAddDeleteCount(t *testing.T) {
 	if !c.Delete(a) || c.Count(a) != 1 || !c.Delete(a) || c.Test(a) || c.Items() != 0 {
 		t.Fatalf("two deletes: Test=%v Count=%d Items=%d", c.Test(a), c.Count(a), c.Items())
 	}
-	for i, w := range c.counters {
+	for i, w := range c.counters.slice() {
 		if w != 0 {
 			t.Fatalf("word %d = %#x after deleting everything", i, w)
 		}
@@ -421,7 +421,7 @@ func TestCountingDecodeErrors(t *testing.T) {
 	c := mustNewCounting(t, 100, 0.01, 4)
 	c.Add([]byte("x"))
 	good := c.params()
-	words := c.counters
+	words := c.counters.slice()
 	hostile := func(mod func(w *paramWriter)) []byte {
 		var w paramWriter
 		mod(&w)
@@ -505,8 +505,8 @@ func FuzzDecodeCounting(f *testing.F) {
 	cbOps(c8, 2, 20)
 	for _, src := range []*Counting{c, c8} {
 		enc := cbEncode(f, src)
-		pay := make([]byte, 0, len(src.counters)*8)
-		for _, w := range src.counters {
+		pay := make([]byte, 0, src.counters.len()*8)
+		for _, w := range src.counters.slice() {
 			pay = binary.LittleEndian.AppendUint64(pay, w)
 		}
 		f.Add(enc, src.params(), pay)

@@ -146,7 +146,7 @@ func CuckooBytes(cfg CuckooConfig) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return cuckooOverhead + cuckooTableOverhead + 8*cuckooTableWords(s.m0, s.b, s.f), nil
+	return cuckooOverhead + cuckooTableOverhead + pagedBytes(cuckooTableWords(s.m0, s.b, s.f)), nil
 }
 
 // key derives what every sub-filter needs of an item. The fingerprint is the top
@@ -329,7 +329,7 @@ func (c *Cuckoo) NextGrowthBytes() uint64 {
 	if err != nil {
 		return 0
 	}
-	return cuckooTableOverhead + 8*cuckooTableWords(c.subs[0].m<<shift, c.bucketSize, c.fpBits)
+	return cuckooTableOverhead + pagedBytes(cuckooTableWords(c.subs[0].m<<shift, c.bucketSize, c.fpBits))
 }
 
 // Clone returns an independent copy of c.
@@ -342,15 +342,26 @@ func (c *Cuckoo) Clone() *Cuckoo {
 	return &d
 }
 
+// Fork returns a copy of c that shares its sub-filters' words, page by page,
+// until one of the two writes a page (Fork in fork.go).
+func (c *Cuckoo) Fork() *Cuckoo {
+	d := *c
+	d.subs = make([]cuckooTable, len(c.subs))
+	for i := range c.subs {
+		d.subs[i] = c.subs[i].fork()
+	}
+	return &d
+}
+
 // Kind returns KindCuckoo.
 func (c *Cuckoo) Kind() Kind { return KindCuckoo }
 
-// MemoryBytes returns the memory the filter occupies: its sub-filters' words and
-// a fixed overhead.
+// MemoryBytes returns the memory the filter occupies: its sub-filters' words,
+// their page tables and a fixed overhead.
 func (c *Cuckoo) MemoryBytes() uint64 {
 	n := uint64(cuckooOverhead)
 	for i := range c.subs {
-		n += cuckooTableOverhead + 8*uint64(len(c.subs[i].words))
+		n += cuckooTableOverhead + c.subs[i].words.bytes()
 	}
 	return n
 }
@@ -385,10 +396,10 @@ func (c *Cuckoo) params() []byte {
 }
 
 // payload returns the sub-filters' words, oldest first.
-func (c *Cuckoo) payload() [][]uint64 {
-	segs := make([][]uint64, len(c.subs))
+func (c *Cuckoo) payload() []*paged {
+	segs := make([]*paged, len(c.subs))
 	for i := range c.subs {
-		segs[i] = c.subs[i].words
+		segs[i] = &c.subs[i].words
 	}
 	return segs
 }
@@ -398,7 +409,7 @@ func init() { registerDecoder(KindCuckoo, decodeCuckoo) }
 // decodeCuckoo parses a Cuckoo's params, range-checked as NewCuckoo checks its
 // configuration, and the sub-filter count against the expansion and the size
 // limit.
-func decodeCuckoo(params []byte) (Filter, []int, func([][]uint64) error, error) {
+func decodeCuckoo(params []byte) (Filter, []int, func([]paged) error, error) {
 	r := paramReader{b: params}
 	if v := r.byte(); r.err == nil && v != cuckooParamVersion {
 		return nil, nil, nil, fmt.Errorf("%w: cuckoo params version %d", ErrVersion, v)
@@ -440,12 +451,12 @@ func decodeCuckoo(params []byte) (Filter, []int, func([][]uint64) error, error) 
 	for i := range c.subs {
 		lens[i] = int(cuckooTableWords(c.subs[i].m, s.b, s.f))
 	}
-	install := func(segs [][]uint64) error {
+	install := func(segs []paged) error {
 		if len(segs) != len(c.subs) {
 			return fmt.Errorf("%w: cuckoo payload", ErrCorrupt)
 		}
 		for i := range c.subs {
-			if len(segs[i]) != lens[i] {
+			if segs[i].len() != uint64(lens[i]) {
 				return fmt.Errorf("%w: cuckoo sub-filter %d length", ErrCorrupt, i)
 			}
 			c.subs[i].words = segs[i]

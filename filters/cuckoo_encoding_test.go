@@ -182,7 +182,7 @@ func TestCuckooDecodeErrors(t *testing.T) {
 	}
 	var all []uint64
 	for _, s := range c.payload() {
-		all = append(all, s...)
+		all = append(all, s.slice()...)
 	}
 	n := c.Items()
 	cases := []struct {
@@ -267,7 +267,7 @@ func FuzzDecodeCuckoo(f *testing.F) {
 		enc := ckEncode(f, c)
 		var pay []byte
 		for _, s := range c.payload() {
-			for _, w := range s {
+			for _, w := range s.slice() {
 				pay = binary.LittleEndian.AppendUint64(pay, w)
 			}
 		}

@@ -18,7 +18,7 @@ import "math/bits"
 // whose bucket counts are m0 * 2^(j*e), agree on which items share a bucket pair
 // (see altIndex).
 type cuckooTable struct {
-	words []uint64
+	words paged
 	m     uint64 // buckets
 	m0    uint64 // buckets of the first sub-filter: the range of the coarse index
 	shift uint64 // log2(m / m0): the bits of the fine index, below 64
@@ -64,7 +64,7 @@ func cuckooTableShape(m0, shift, b, f uint64) cuckooTable {
 // newCuckooTable returns an empty table of m = m0 << shift buckets.
 func newCuckooTable(m0, shift, b, f uint64) cuckooTable {
 	t := cuckooTableShape(m0, shift, b, f)
-	t.words = make([]uint64, cuckooTableWords(t.m, b, f))
+	t.words = newPaged(cuckooTableWords(t.m, b, f))
 	return t
 }
 
@@ -88,10 +88,11 @@ func (t *cuckooTable) setShape() {
 func (t *cuckooTable) load(i uint64) uint64 {
 	p := i * t.w
 	k, off := p>>6, p&63
-	x := t.words[k] >> off
-	// Never taken when w divides 64, so predicted right every time.
+	x := t.words.at(k) >> off
+	// Never taken when w divides 64, so predicted right every time. The two
+	// words may lie in two pages; at reads each from its own.
 	if off+t.w > 64 {
-		x |= t.words[k+1] << ((64 - off) & 63)
+		x |= t.words.at(k+1) << ((64 - off) & 63)
 	}
 	return x & t.bmask
 }
@@ -120,9 +121,9 @@ func (t *cuckooTable) hasLane2(x1, x2, v uint64) bool {
 // laneAt returns the f bits at bit position p.
 func (t *cuckooTable) laneAt(p uint64) uint64 {
 	k, off := p>>6, p&63
-	x := t.words[k] >> off
+	x := t.words.at(k) >> off
 	if off+t.f > 64 {
-		x |= t.words[k+1] << ((64 - off) & 63)
+		x |= t.words.at(k+1) << ((64 - off) & 63)
 	}
 	return x & t.fmask
 }
@@ -130,10 +131,12 @@ func (t *cuckooTable) laneAt(p uint64) uint64 {
 // setLaneAt stores v in the f bits at bit position p.
 func (t *cuckooTable) setLaneAt(p, v uint64) {
 	k, off := p>>6, p&63
-	t.words[k] = t.words[k]&^(t.fmask<<off) | v<<off
+	w := t.words.ref(k)
+	*w = *w&^(t.fmask<<off) | v<<off
 	if off+t.f > 64 {
 		r := 64 - off // bits of the lane held by word k
-		t.words[k+1] = t.words[k+1]&^(t.fmask>>r) | v>>r
+		w = t.words.ref(k + 1)
+		*w = *w&^(t.fmask>>r) | v>>r
 	}
 }
 
@@ -225,7 +228,7 @@ func (t *cuckooTable) contains(k *cuckooKey) bool {
 	if t.w == 64 {
 		// A bucket is a word (4 slots of 16 bits, or 8 of 8): load's general
 		// shifts and masks are not needed.
-		return t.hasLane2(t.words[i1], t.words[i2], k.fp)
+		return t.hasLane2(t.words.at(i1), t.words.at(i2), k.fp)
 	}
 	if !t.wide {
 		return t.hasLane2(t.load(i1), t.load(i2), k.fp)
@@ -297,7 +300,7 @@ func (t *cuckooTable) replacePair(i1, i2, from, to uint64) bool {
 	}
 	var x1, x2 uint64
 	if t.w == 64 {
-		x1, x2 = t.words[i1], t.words[i2]
+		x1, x2 = t.words.at(i1), t.words.at(i2)
 	} else {
 		x1, x2 = t.load(i1), t.load(i2)
 	}
@@ -321,9 +324,9 @@ func (t *cuckooTable) putFree(k *cuckooKey) bool {
 	i1 := reduce(k.h1, t.m)
 	if t.w == 64 {
 		// putIn, written out for the first bucket: most inserts end here.
-		x := t.words[i1]
+		x := t.words.at(i1)
 		if flags := t.lanesEqual(x, 0); flags != 0 {
-			t.words[i1] = x | k.fp<<(uint64(bits.TrailingZeros64(flags))+1-t.f)
+			t.words.set(i1, x|k.fp<<(uint64(bits.TrailingZeros64(flags))+1-t.f))
 			return true
 		}
 	} else if t.replaceIn(i1, 0, k.fp) {
@@ -345,12 +348,12 @@ func (t *cuckooTable) putIn(i, fp uint64) bool {
 	if t.w != 64 {
 		return t.replaceIn(i, 0, fp)
 	}
-	x := t.words[i]
+	x := t.words.at(i)
 	flags := t.lanesEqual(x, 0)
 	if flags == 0 {
 		return false
 	}
-	t.words[i] = x | fp<<(uint64(bits.TrailingZeros64(flags))+1-t.f)
+	t.words.set(i, x|fp<<(uint64(bits.TrailingZeros64(flags))+1-t.f))
 	return true
 }
 
@@ -370,6 +373,14 @@ func (t *cuckooTable) remove(k *cuckooKey) bool {
 // clone returns an independent copy of t.
 func (t *cuckooTable) clone() cuckooTable {
 	c := *t
-	c.words = append([]uint64(nil), t.words...)
+	c.words = t.words.clone()
+	return c
+}
+
+// fork returns a copy of t that shares its words, page by page, until one of
+// the two writes a page.
+func (t *cuckooTable) fork() cuckooTable {
+	c := *t
+	c.words = t.words.fork()
 	return c
 }

@@ -97,7 +97,7 @@ func TestCuckooTableBuckets(t *testing.T) {
 			}
 		}
 		// Bits past the last slot stay zero: the encoding holds nothing but slots.
-		if tail := tb.m * tb.w; tail%64 != 0 && tb.words[len(tb.words)-1]>>(tail%64) != 0 {
+		if tail := tb.m * tb.w; tail%64 != 0 && tb.words.at(tb.words.len()-1)>>(tail%64) != 0 {
 			t.Fatalf("b=%d f=%d: bits past the last slot were written", sh.b, sh.f)
 		}
 	}
@@ -143,7 +143,7 @@ func TestCuckooKickUndo(t *testing.T) {
 			for p := uint64(0); p < m*tb.w; p += tb.f {
 				tb.setLaneAt(p, 1+r.Uint64N(tb.fmask))
 			}
-			before := append([]uint64(nil), tb.words...)
+			before := tb.words.slice()
 			for _, iters := range []int{1, 2, 7, 100} {
 				fp := 1 + r.Uint64N(tb.fmask)
 				k := newCuckooKey(r.Uint64(), r.Uint64(), fp, m, sh.f)
@@ -151,7 +151,7 @@ func TestCuckooKickUndo(t *testing.T) {
 					t.Fatalf("b=%d f=%d m=%d: kickInsert into a full table succeeded", sh.b, sh.f, m)
 				}
 				for i := range before {
-					if tb.words[i] != before[i] {
+					if tb.words.at(uint64(i)) != before[i] {
 						t.Fatalf("b=%d f=%d m=%d iters=%d: word %d changed by a failed insert", sh.b, sh.f, m, iters, i)
 					}
 				}

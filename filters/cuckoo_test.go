@@ -87,7 +87,7 @@ func TestCuckooSizing(t *testing.T) {
 			if c.Buckets() != buckets || c.Slots() != buckets*sh.b {
 				t.Fatalf("%+v: %d buckets, %d slots; want %d buckets", cfg, c.Buckets(), c.Slots(), buckets)
 			}
-			if words := (buckets*sh.b*sh.f + 63) / 64; want != cuckooOverhead+cuckooTableOverhead+8*words {
+			if words := (buckets*sh.b*sh.f + 63) / 64; want != cuckooOverhead+cuckooTableOverhead+pagedBytes(words) {
 				t.Fatalf("%+v: %d bytes, want %d words of slots", cfg, want, words)
 			}
 		}
@@ -354,20 +354,18 @@ func TestCuckooInsertOrder(t *testing.T) {
 		t.Fatalf("free slots everywhere: the newest must take it (%v, %d, %d)", err, used(0), used(1))
 	}
 	fill := func(j int, v uint64) {
-		for i := range c.subs[j].words {
-			c.subs[j].words[i] = v * 0x0001000100010001
-		}
+		c.subs[j].words.fill(v * 0x0001000100010001)
 	}
 	fill(1, 7)
 	if err := c.Add([]byte("b")); err != nil || used(0) != 1 || c.Filters() != 2 || !c.Test([]byte("b")) {
 		t.Fatalf("newest full: a free slot in the older must take it (%v, %d)", err, used(0))
 	}
 	fill(0, 9)
-	newest := append([]uint64(nil), c.subs[1].words...)
+	newest := c.subs[1].words.slice()
 	if err := c.Add([]byte("c")); err != nil || c.Filters() != 3 || used(2) != 1 {
 		t.Fatalf("all full: evictions fail in a full table, so it must grow (%v, %d sub-filters)", err, c.Filters())
 	}
-	for i, w := range c.subs[1].words {
+	for i, w := range c.subs[1].words.slice() {
 		if w != newest[i] {
 			t.Fatal("a failed eviction walk changed the full sub-filter")
 		}

@@ -41,9 +41,9 @@ type DLeft struct {
 	items    uint64 // adds minus successful deletes
 	// cells is one bit stream: sub-table t, bucket b, cell j starts at bit
 	// ((t*B + b)*h + j) * (r + c). A cell is rem<<c | counter.
-	cells []uint64
+	cells paged
 	// flags holds one overflow bit per bucket of the first sub-table.
-	flags []uint64
+	flags paged
 
 	cellBits uint64 // r + c
 	cellMask uint64 // low r+c bits
@@ -135,8 +135,8 @@ func NewDLeft(capacity uint64, errorRate float64, counterBits uint8) (*DLeft, er
 	}
 	f := newDLeftShape(capacity, errorRate, counterBits, rbits, dleftTables, dleftCells, buckets)
 	cw, fw := dleftWords(f.tables, f.cellsPer, f.buckets, f.cellBits)
-	f.cells = make([]uint64, cw)
-	f.flags = make([]uint64, fw)
+	f.cells = newPaged(cw)
+	f.flags = newPaged(fw)
 	return f, nil
 }
 
@@ -166,7 +166,7 @@ func DLeftBytes(capacity uint64, errorRate float64, counterBits uint8) (uint64, 
 		return 0, err
 	}
 	cw, fw := dleftWords(dleftTables, dleftCells, buckets, uint64(rbits)+uint64(counterBits))
-	return (cw+fw)*8 + dleftOverhead, nil
+	return pagedBytes(cw) + pagedBytes(fw) + dleftOverhead, nil
 }
 
 // fingerprint splits d into the true fingerprint (b, rem).
@@ -189,12 +189,13 @@ func (f *DLeft) bucketBit(t int, b uint64) uint64 {
 	return (uint64(t)*f.buckets + b) * uint64(f.cellsPer) * f.cellBits
 }
 
-// cell reads the cell at bit offset off.
+// cell reads the cell at bit offset off. A cell that straddles two words may
+// straddle two pages; at reads each word from its own.
 func (f *DLeft) cell(off uint64) uint64 {
 	i, s := off>>6, off&63
-	v := f.cells[i] >> s
+	v := f.cells.at(i) >> s
 	if s+f.cellBits > 64 {
-		v |= f.cells[i+1] << (64 - s)
+		v |= f.cells.at(i+1) << (64 - s)
 	}
 	return v & f.cellMask
 }
@@ -202,10 +203,12 @@ func (f *DLeft) cell(off uint64) uint64 {
 // setCell writes v, which fits in cellBits, at bit offset off.
 func (f *DLeft) setCell(off, v uint64) {
 	i, s := off>>6, off&63
-	f.cells[i] = f.cells[i]&^(f.cellMask<<s) | v<<s
+	w := f.cells.ref(i)
+	*w = *w&^(f.cellMask<<s) | v<<s
 	if s+f.cellBits > 64 {
 		hi := 64 - s
-		f.cells[i+1] = f.cells[i+1]&^(f.cellMask>>hi) | v>>hi
+		w = f.cells.ref(i + 1)
+		*w = *w&^(f.cellMask>>hi) | v>>hi
 	}
 }
 
@@ -214,7 +217,7 @@ func (f *DLeft) setCell(off, v uint64) {
 // occupied cells and the offset of the first free one (or dleftNoCell), which an insert
 // needs when no cell matches.
 func (f *DLeft) scan(off, first, rem uint64) (match uint64, load int, free uint64) {
-	cells, width, mask, cmax := f.cells, f.cellBits, f.cellMask, f.cmax
+	cells, width, mask, cmax := &f.cells, f.cellBits, f.cellMask, f.cmax
 	want := rem << f.cbits
 	free = dleftNoCell
 	i, s := off>>6, off&63
@@ -222,7 +225,7 @@ func (f *DLeft) scan(off, first, rem uint64) (match uint64, load int, free uint6
 	for j := range uint64(f.cellsPer) {
 		v := word >> s
 		if s+width > 64 {
-			v |= cells[i+1] << (64 - s)
+			v |= cells.at(i+1) << (64 - s)
 		}
 		switch {
 		case v&cmax == 0:
@@ -236,8 +239,10 @@ func (f *DLeft) scan(off, first, rem uint64) (match uint64, load int, free uint6
 		}
 		if s += width; s >= 64 {
 			s -= 64
-			if i++; i < uint64(len(cells)) {
-				word = cells[i]
+			// The next cell starts in the next word; after the bucket's last
+			// cell that word may lie past the array.
+			if i++; j+1 < uint64(f.cellsPer) {
+				word = cells.at(i)
 			}
 		}
 	}
@@ -250,7 +255,7 @@ func (f *DLeft) scan(off, first, rem uint64) (match uint64, load int, free uint6
 func (f *DLeft) candidates(b, rem uint64) (offs, firsts [dleftMaxTables]uint64) {
 	for t := range f.tables {
 		offs[t] = f.bucketBit(t, f.candidate(t, b, rem))
-		firsts[t] = f.cells[offs[t]>>6]
+		firsts[t] = f.cells.at(offs[t] >> 6)
 	}
 	return offs, firsts
 }
@@ -272,7 +277,7 @@ func (f *DLeft) flagged(b, rem uint64) bool {
 		return false
 	}
 	c := f.candidate(0, b, rem)
-	return f.flags[c>>6]>>(c&63)&1 != 0
+	return f.flags.at(c>>6)>>(c&63)&1 != 0
 }
 
 // Add inserts item and reports whether it was absent before (Test was false).
@@ -304,7 +309,7 @@ func (f *DLeft) AddDigest(d Digest) bool {
 		return !wasFlagged
 	}
 	c := f.candidate(0, b, rem)
-	f.flags[c>>6] |= 1 << (c & 63)
+	*f.flags.ref(c >> 6) |= 1 << (c & 63)
 	f.overflow = true
 	return !wasFlagged
 }
@@ -406,17 +411,26 @@ func (f *DLeft) Overflowed() bool { return f.overflow }
 // Kind returns KindDLeft.
 func (f *DLeft) Kind() Kind { return KindDLeft }
 
-// MemoryBytes returns the memory the filter occupies: its cells and overflow bits
-// plus a fixed overhead.
+// MemoryBytes returns the memory the filter occupies: its cells and overflow
+// bits, their page tables and a fixed overhead.
 func (f *DLeft) MemoryBytes() uint64 {
-	return uint64(len(f.cells)+len(f.flags))*8 + dleftOverhead
+	return f.cells.bytes() + f.flags.bytes() + dleftOverhead
 }
 
 // Clone returns an independent copy of the filter.
 func (f *DLeft) Clone() *DLeft {
 	cp := *f
-	cp.cells = append([]uint64(nil), f.cells...)
-	cp.flags = append([]uint64(nil), f.flags...)
+	cp.cells = f.cells.clone()
+	cp.flags = f.flags.clone()
+	return &cp
+}
+
+// Fork returns a copy of f that shares its arrays, page by page, until one of
+// the two writes a page (Fork in fork.go).
+func (f *DLeft) Fork() *DLeft {
+	cp := *f
+	cp.cells = f.cells.fork()
+	cp.flags = f.flags.fork()
 	return &cp
 }
 
@@ -447,14 +461,14 @@ func (f *DLeft) params() []byte {
 	return w.bytesOut()
 }
 
-func (f *DLeft) payload() [][]uint64 { return [][]uint64{f.cells, f.flags} }
+func (f *DLeft) payload() []*paged { return []*paged{&f.cells, &f.flags} }
 
 func init() { registerDecoder(KindDLeft, decodeDLeft) }
 
 // decodeDLeft parses a DLeft's params. The geometry is stored rather than
 // recomputed, so a future change of sizing still reads old encodings; every value
 // is range-checked, and the arrays' total size bounded, before anything is built.
-func decodeDLeft(params []byte) (Filter, []int, func([][]uint64) error, error) {
+func decodeDLeft(params []byte) (Filter, []int, func([]paged) error, error) {
 	r := paramReader{b: params}
 	if v := r.byte(); r.err == nil && v != dleftParamVersion {
 		return nil, nil, nil, fmt.Errorf("%w: d-left params version %d", ErrVersion, v)
@@ -483,8 +497,8 @@ func decodeDLeft(params []byte) (Filter, []int, func([][]uint64) error, error) {
 	f := newDLeftShape(capacity, rate, cbits, rbits, int(tables), int(cellsPer), buckets)
 	f.items = items
 	cw, fw := dleftWords(f.tables, f.cellsPer, f.buckets, f.cellBits)
-	install := func(segs [][]uint64) error {
-		if len(segs) != 2 || uint64(len(segs[0])) != cw || uint64(len(segs[1])) != fw {
+	install := func(segs []paged) error {
+		if len(segs) != 2 || segs[0].len() != cw || segs[1].len() != fw {
 			return fmt.Errorf("%w: d-left payload length", ErrCorrupt)
 		}
 		f.cells, f.flags = segs[0], segs[1]

@@ -222,7 +222,7 @@ func TestDLeftAddDeleteCount(t *testing.T) {
 	if !f.Delete(a) || f.Count(a) != 1 || !f.Delete(a) || f.Test(a) || f.Items() != 0 {
 		t.Fatalf("two deletes: Test=%v Count=%d Items=%d", f.Test(a), f.Count(a), f.Items())
 	}
-	for i, w := range f.cells {
+	for i, w := range f.cells.slice() {
 		if w != 0 {
 			t.Fatalf("word %d = %#x after deleting everything", i, w)
 		}
@@ -234,11 +234,11 @@ func TestDLeftCellsStraddleWords(t *testing.T) {
 	// boundaries; a write must not disturb its neighbours.
 	f := newDLeftShape(30, 0.001, 4, 15, 4, 8, 3)
 	cw, fw := dleftWords(f.tables, f.cellsPer, f.buckets, f.cellBits)
-	f.cells, f.flags = make([]uint64, cw), make([]uint64, fw)
-	for off := uint64(0); off+f.cellBits <= uint64(len(f.cells))*64; off += f.cellBits {
+	f.cells, f.flags = newPaged(cw), newPaged(fw)
+	for off := uint64(0); off+f.cellBits <= f.cells.len()*64; off += f.cellBits {
 		f.setCell(off, off&f.cellMask)
 	}
-	for off := uint64(0); off+f.cellBits <= uint64(len(f.cells))*64; off += f.cellBits {
+	for off := uint64(0); off+f.cellBits <= f.cells.len()*64; off += f.cellBits {
 		if got := f.cell(off); got != off&f.cellMask {
 			t.Fatalf("cell at bit %d = %#x, want %#x", off, got, off&f.cellMask)
 		}
@@ -330,7 +330,7 @@ func TestDLeftDecodeErrors(t *testing.T) {
 	f := mustNewDLeft(t, 100, 0.01, 4)
 	f.Add([]byte("x"))
 	seg := f.payload()
-	words := append(append([]uint64{}, seg[0]...), seg[1]...)
+	words := append(seg[0].slice(), seg[1].slice()...)
 	params := func(cbits, rbits byte, tables, cells, buckets uint64) []byte {
 		var w paramWriter
 		w.byte(dleftParamVersion)
@@ -386,7 +386,7 @@ func FuzzDecodeDLeft(f *testing.F) {
 		enc := cbEncode(f, src)
 		var pay []byte
 		for _, seg := range src.payload() {
-			for _, w := range seg {
+			for _, w := range seg.slice() {
 				pay = binary.LittleEndian.AppendUint64(pay, w)
 			}
 		}

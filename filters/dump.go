@@ -58,9 +58,7 @@ func DumpChunk(f Filter, iter int64) (next int64, chunk []byte, err error) {
 	n := min(paylen-off, DumpChunkBytes)
 	chunk = make([]byte, n, n+4)
 	forPieces(segs, off/8, n/8, func(seg int, lo, hi uint64, at int) {
-		for i := lo; i < hi; i++ {
-			binary.LittleEndian.PutUint64(chunk[(at+int(i-lo))*8:], segs[seg][i])
-		}
+		segs[seg].putLE(chunk[at*8:], lo, hi)
 	})
 	id := dumpID(dumpHeader(f, paylen))
 	chunk = binary.LittleEndian.AppendUint32(chunk, chunkSum(id, off, chunk))
@@ -85,10 +83,10 @@ func chunkSum(id uint64, off int64, data []byte) uint32 {
 }
 
 // payloadBytes is the length of a payload made of segs.
-func payloadBytes(segs [][]uint64) int64 {
+func payloadBytes(segs []*paged) int64 {
 	n := int64(0)
 	for _, s := range segs {
-		n += int64(len(s)) * 8
+		n += int64(s.len()) * 8
 	}
 	return n
 }
@@ -96,17 +94,17 @@ func payloadBytes(segs [][]uint64) int64 {
 // forPieces calls fn for each segment that the n words starting at word index
 // from of the concatenated segments touch, with the range [lo, hi) of that
 // segment's words and at, the range's first word counted from from.
-func forPieces(segs [][]uint64, from, n int64, fn func(seg int, lo, hi uint64, at int)) {
+func forPieces(segs []*paged, from, n int64, fn func(seg int, lo, hi uint64, at int)) {
 	at := 0
 	for i, s := range segs {
 		if n == 0 {
 			return
 		}
-		if from >= int64(len(s)) {
-			from -= int64(len(s))
+		if from >= int64(s.len()) {
+			from -= int64(s.len())
 			continue
 		}
-		hi := min(int64(len(s)), from+n)
+		hi := min(int64(s.len()), from+n)
 		fn(i, uint64(from), uint64(hi), at)
 		at += int(hi - from)
 		n -= hi - from
@@ -164,9 +162,9 @@ func LoadHeader(data []byte) (Filter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadChunk, err)
 	}
-	segs := make([][]uint64, len(lens))
+	segs := make([]paged, len(lens))
 	for i, n := range lens {
-		segs[i] = make([]uint64, n)
+		segs[i] = newPaged(uint64(n))
 	}
 	if err := install(segs); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadChunk, err)
@@ -219,7 +217,7 @@ func LoadChunk(f Filter, iter int64, data []byte) error {
 	}
 	segs := f.payload()
 	forPieces(segs, off/8, n/8, func(seg int, lo, hi uint64, at int) {
-		setWords(segs[seg], lo, hi, body[at*8:])
+		segs[seg].setLE(lo, hi, body[at*8:])
 	})
 	f.tracker().ld = next
 	if c, ok := f.(checked); ok {
@@ -228,11 +226,4 @@ func LoadChunk(f Filter, iter int64, data []byte) error {
 		cl.chunkLoaded()
 	}
 	return nil
-}
-
-// setWords stores the little-endian words of src in seg[lo:hi].
-func setWords(seg []uint64, lo, hi uint64, src []byte) {
-	for i := lo; i < hi; i++ {
-		seg[i] = binary.LittleEndian.Uint64(src[(i-lo)*8:])
-	}
 }

@@ -72,7 +72,7 @@ func TestDumpChunkIteration(t *testing.T) {
 	for _, f := range []*tkFilter{newTK(0, 0, 1), newTK(3, 2, 2), newTK(1, 0, 3), dtBig()} {
 		enc := ctEncode(t, f)
 		header, chunks := dtDump(t, f)
-		paylen := int64(len(f.a)+len(f.b)) * 8
+		paylen := int64(f.a.len()+f.b.len()) * 8
 
 		// The header chunk is the encoding's header.
 		if !bytes.HasPrefix(enc, header) || int64(len(enc)-len(header)) != paylen+4 {
@@ -167,8 +167,8 @@ func TestLoadHeaderIsEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	tk := g.(*tkFilter)
-	if len(tk.a) != 7 || len(tk.b) != 4 || slices.ContainsFunc(append(tk.a, tk.b...), func(w uint64) bool { return w != 0 }) {
-		t.Errorf("LoadHeader gave arrays %v %v, want 7 and 4 zero words", tk.a, tk.b)
+	if tk.a.len() != 7 || tk.b.len() != 4 || slices.ContainsFunc(append(tk.a.slice(), tk.b.slice()...), func(w uint64) bool { return w != 0 }) {
+		t.Errorf("LoadHeader gave arrays %v %v, want 7 and 4 zero words", tk.a.slice(), tk.b.slice())
 	}
 	if tk.tag != f.tag || !bytes.Equal(tk.name, f.name) {
 		t.Errorf("LoadHeader lost the params")
@@ -401,7 +401,7 @@ func dtSeal(g Filter, iter int64, body []byte) []byte {
 func dtWords(f Filter) []uint64 {
 	var words []uint64
 	for _, s := range f.payload() {
-		words = append(words, s...)
+		words = append(words, s.slice()...)
 	}
 	return words
 }
@@ -422,12 +422,12 @@ func dtResealHeader(header []byte) []byte {
 const kindBroken Kind = 201
 
 func init() {
-	registerDecoder(kindBroken, func(params []byte) (Filter, []int, func([][]uint64) error, error) {
+	registerDecoder(kindBroken, func(params []byte) (Filter, []int, func([]paged) error, error) {
 		f := &tkFilter{rate: 0.5}
 		if len(params) != 1 {
 			return nil, nil, nil, ErrCorrupt
 		}
-		refuse := func([][]uint64) error { return fmt.Errorf("%w: install refuses", ErrCorrupt) }
+		refuse := func([]paged) error { return fmt.Errorf("%w: install refuses", ErrCorrupt) }
 		if params[0] == 0 {
 			return f, []int{4, -1}, refuse, nil // a length that went negative in a conversion
 		}

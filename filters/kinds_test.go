@@ -185,6 +185,7 @@ func TestKinds(t *testing.T) {
 			ktCheckRoundTrip(t, c, f, in)
 			ktCheckReadFrom(t, c, f)
 			ktCheckClone(t, c, f)
+			ktCheckFork(t, c, f)
 		})
 	}
 }
@@ -205,7 +206,7 @@ func ktCheckSize(t *testing.T, c ktCase) {
 func ktPayloadBytes(f Filter) uint64 {
 	n := uint64(0)
 	for _, s := range f.payload() {
-		n += uint64(len(s)) * 8
+		n += s.len() * 8
 	}
 	return n
 }
@@ -339,6 +340,71 @@ func ktCheckClone(t *testing.T, c ktCase, f Filter) {
 	if !bytes.Equal(ctEncode(t, g), cloned) {
 		t.Fatal("adding to the original changed the clone")
 	}
+}
+
+// ktCheckFork checks that Fork shares pages instead of copying them, and that
+// after it each of the two filters, and a fork of the fork, sees only its own
+// writes: what a snapshot streaming the original relies on.
+func ktCheckFork(t *testing.T, c ktCase, f Filter) {
+	orig := ctEncode(t, f)
+	desc := c.describe(f)
+	g := Fork(f)
+	if !bytes.Equal(ctEncode(t, g), orig) || c.describe(g) != desc {
+		t.Fatal("a fork differs from its original")
+	}
+	if shared, total := ktSharedPages(f, g); shared != total {
+		t.Fatalf("a fork shares %d of %d pages with its original", shared, total)
+	}
+	var added [][]byte
+	for i := range 200 {
+		item := fmt.Appendf(nil, "fork-only-%d", i)
+		if c.add(g, item) == nil {
+			added = append(added, item)
+		}
+	}
+	if !bytes.Equal(ctEncode(t, f), orig) || c.describe(f) != desc {
+		t.Fatal("adding to a fork changed the original")
+	}
+	for _, item := range added {
+		if !c.test(g, item) {
+			t.Fatalf("a fork lost item %q added to it", item)
+		}
+	}
+	forked := ctEncode(t, g)
+	h := Fork(g)
+	for i := range 200 {
+		c.add(f, fmt.Appendf(nil, "original-only-%d", i))
+		c.add(h, fmt.Appendf(nil, "second-fork-only-%d", i))
+	}
+	if !bytes.Equal(ctEncode(t, g), forked) {
+		t.Fatal("adding to the original or to a fork of the fork changed the fork")
+	}
+	// A filter written after its fork still reads as one that was never forked.
+	want := c.clone(g)
+	for i := range 50 {
+		c.add(g, fmt.Appendf(nil, "after-%d", i))
+		c.add(want, fmt.Appendf(nil, "after-%d", i))
+	}
+	if !bytes.Equal(ctEncode(t, g), ctEncode(t, want)) || c.describe(g) != c.describe(want) {
+		t.Fatal("writes to a fork differ from the same writes to a copy")
+	}
+}
+
+// ktSharedPages counts the pages of f whose words are g's too, page for page.
+func ktSharedPages(f, g Filter) (shared, total int) {
+	fs, gs := f.payload(), g.payload()
+	for i := range min(len(fs), len(gs)) {
+		for p := range min(len(fs[i].pages), len(gs[i].pages)) {
+			a, b := fs[i].pages[p].w, gs[i].pages[p].w
+			if len(a) > 0 && len(b) > 0 && &a[0] == &b[0] {
+				shared++
+			}
+		}
+	}
+	for _, s := range fs {
+		total += len(s.pages)
+	}
+	return shared, total
 }
 
 // ktGrower is a kind that grows by adding sub-filters.

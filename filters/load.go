@@ -168,7 +168,7 @@ func init() { registerDecoder(kindLoading, decodeLoading) }
 // decodeLoading parses the params of a filter being loaded. Its install checks
 // that the chunks not in are zero and marks the filter as being loaded; Decode
 // then tallies the payload (checkDecoded).
-func decodeLoading(params []byte) (Filter, []int, func([][]uint64) error, error) {
+func decodeLoading(params []byte) (Filter, []int, func([]paged) error, error) {
 	r := paramReader{b: params}
 	if v := r.byte(); r.err == nil && v != loadingParamVersion {
 		return nil, nil, nil, fmt.Errorf("%w: loading params version %d", ErrVersion, v)
@@ -211,7 +211,7 @@ func decodeLoading(params []byte) (Filter, []int, func([][]uint64) error, error)
 	if ld.missing == 0 {
 		return nil, nil, nil, fmt.Errorf("%w: a filter being loaded with every chunk in", ErrCorrupt)
 	}
-	wrapped := func(segs [][]uint64) error {
+	wrapped := func(segs []paged) error {
 		if err := install(segs); err != nil {
 			return err
 		}
@@ -220,9 +220,13 @@ func decodeLoading(params []byte) (Filter, []int, func([][]uint64) error, error)
 				continue
 			}
 			zero := true
-			forPieces(segs, i*DumpChunkBytes/8, min(DumpChunkBytes, ld.paylen-i*DumpChunkBytes)/8,
+			ptrs := make([]*paged, len(segs))
+			for j := range segs {
+				ptrs[j] = &segs[j]
+			}
+			forPieces(ptrs, i*DumpChunkBytes/8, min(DumpChunkBytes, ld.paylen-i*DumpChunkBytes)/8,
 				func(seg int, lo, hi uint64, _ int) {
-					v := segView{seg: segs[seg]}
+					v := segView{seg: ptrs[seg]}
 					for w := lo; w < hi && zero; w++ {
 						zero = v.word(w) == 0
 					}

@@ -35,7 +35,7 @@ func ltOracle(f Filter) error {
 	case *Scalable:
 		total := uint64(0)
 		for i, b := range v.filters {
-			ones := popcount(b.bits)
+			ones := b.bits.popcount()
 			if b.count > b.capacity || ones < b.count || ones > uint64(b.k)*b.count || ones != b.ones {
 				return fmt.Errorf("sub-filter %d: %d items, capacity %d, %d bits set (cached %d), k %d",
 					i, b.count, b.capacity, ones, b.ones, b.k)
@@ -46,7 +46,7 @@ func ltOracle(f Filter) error {
 			return fmt.Errorf("scalable Count %d, sum %d, Capacity %d", v.Count(), total, v.Capacity())
 		}
 	case *Bloom:
-		ones := popcount(v.bits)
+		ones := v.bits.popcount()
 		if ones != v.ones || (ones == 0) != (v.count == 0) || ones > satMul(uint64(v.k), v.count) {
 			return fmt.Errorf("bloom: %d bits set (cached %d) for %d items, k %d", ones, v.ones, v.count, v.k)
 		}
@@ -54,7 +54,7 @@ func ltOracle(f Filter) error {
 		sum, sat := uint64(0), 0
 		for i := range v.m {
 			w, sh := v.slot(i)
-			c := v.counters[w] >> sh & v.max
+			c := v.counters.at(w) >> sh & v.max
 			sum += c
 			if c == v.max {
 				sat++
@@ -259,7 +259,7 @@ func TestLoadRefusesWhatNoFilterHolds(t *testing.T) {
 		f      Filter
 		mutate func(w []uint64)
 	}{
-		{"cuckoo padding", cuckoo, func(w []uint64) { w[len(cuckoo.subs[0].words)-1] |= 1 << 63 }},
+		{"cuckoo padding", cuckoo, func(w []uint64) { w[cuckoo.subs[0].words.len()-1] |= 1 << 63 }},
 		{"cuckoo fingerprint lost", cuckoo, func(w []uint64) {
 			i := slices.IndexFunc(w, func(x uint64) bool { return x&0xFFF != 0 })
 			w[i] &^= 0xFFF
@@ -269,7 +269,7 @@ func TestLoadRefusesWhatNoFilterHolds(t *testing.T) {
 			w[i] |= 0x123
 		}},
 		{"scalable bits of no item", scalable, func(w []uint64) { w[last(w)] = ^uint64(0) }},
-		{"scalable items with no bits", scalable, func(w []uint64) { clear(w[len(w)-len(scalable.filters[len(scalable.filters)-1].bits):]) }},
+		{"scalable items with no bits", scalable, func(w []uint64) { clear(w[uint64(len(w))-scalable.filters[len(scalable.filters)-1].bits.len():]) }},
 		{"d-left free cell with a remainder", dleft, func(w []uint64) {
 			i := slices.IndexFunc(w, func(x uint64) bool { return x&0xFFFF == 0 })
 			w[i] |= 0x10 // remainder bits, counter 0: 16-bit cells of 12 + 4 bits
@@ -316,9 +316,11 @@ func TestDecodeRefusesInconsistent(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, s := range g.payload() {
-			for i := range s {
-				s[i] = ^s[i]
+			inv := s.slice()
+			for i := range inv {
+				inv[i] = ^inv[i]
 			}
+			*s = pagedOf(inv)
 		}
 		if _, err := Decode(bytes.NewReader(ctEncode(t, g))); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%v with its payload inverted: Decode %v, want ErrCorrupt", f.Kind(), err)
@@ -402,7 +404,7 @@ func TestChecksHoldUnderOperations(t *testing.T) {
 			// The states checked include the odd ones the rules must allow.
 			switch v := f.(type) {
 			case *Counting:
-				if v.bits == 4 && !slices.ContainsFunc(v.counters, func(w uint64) bool {
+				if v.bits == 4 && !slices.ContainsFunc(v.counters.slice(), func(w uint64) bool {
 					return w&(w>>1)&(w>>2)&(w>>3)&0x1111111111111111 != 0
 				}) {
 					t.Errorf("4-bit counters never saturated")

@@ -209,6 +209,17 @@ func (s *Scalable) Clone() *Scalable {
 	return &c
 }
 
+// Fork returns a copy of s whose sub-filters share their bits with s's, page
+// by page, until one of the two writes a page (Fork in fork.go).
+func (s *Scalable) Fork() *Scalable {
+	c := *s
+	c.filters = make([]*Bloom, len(s.filters))
+	for i, f := range s.filters {
+		c.filters[i] = f.Fork()
+	}
+	return &c
+}
+
 // Kind returns KindScalable.
 func (s *Scalable) Kind() Kind { return KindScalable }
 
@@ -249,10 +260,10 @@ func (s *Scalable) params() []byte {
 }
 
 // payload returns the sub-filters' bits, oldest first.
-func (s *Scalable) payload() [][]uint64 {
-	segs := make([][]uint64, len(s.filters))
+func (s *Scalable) payload() []*paged {
+	segs := make([]*paged, len(s.filters))
 	for i, f := range s.filters {
-		segs[i] = f.bits
+		segs[i] = &f.bits
 	}
 	return segs
 }
@@ -261,7 +272,7 @@ func init() { registerDecoder(KindScalable, decodeScalable) }
 
 // decodeScalable parses a Scalable's params: its own, then each sub-filter's shape
 // as a Bloom's params hold it, range-checked the same way.
-func decodeScalable(params []byte) (Filter, []int, func([][]uint64) error, error) {
+func decodeScalable(params []byte) (Filter, []int, func([]paged) error, error) {
 	r := paramReader{b: params}
 	if v := r.byte(); r.err == nil && v != scalableParamVersion {
 		return nil, nil, nil, fmt.Errorf("%w: scalable params version %d", ErrVersion, v)
@@ -294,7 +305,7 @@ func decodeScalable(params []byte) (Filter, []int, func([][]uint64) error, error
 	if err := s.checkChain(); err != nil {
 		return nil, nil, nil, err
 	}
-	install := func(segs [][]uint64) error {
+	install := func(segs []paged) error {
 		if len(segs) != len(s.filters) {
 			return fmt.Errorf("%w: scalable payload", ErrCorrupt)
 		}

@@ -323,8 +323,8 @@ func TestScalableRoundTrip(t *testing.T) {
 		}
 		scOps(g, 10, 5000)
 		for _, f := range g.filters {
-			if f.setBits() != popcount(f.bits) {
-				t.Fatalf("sub-filter set bits %d after loading and adding, actual %d", f.setBits(), popcount(f.bits))
+			if f.setBits() != f.bits.popcount() {
+				t.Fatalf("sub-filter set bits %d after loading and adding, actual %d", f.setBits(), f.bits.popcount())
 			}
 		}
 	}
@@ -340,7 +340,7 @@ func TestScalableDecodeErrors(t *testing.T) {
 	words := s.payload()
 	var all []uint64
 	for _, w := range words {
-		all = append(all, w...)
+		all = append(all, w.slice()...)
 	}
 	params := func(version byte, rate float64, expansion uint64, nonScaling byte, nf uint64, subs []*Bloom) []byte {
 		var w paramWriter
@@ -374,7 +374,7 @@ func TestScalableDecodeErrors(t *testing.T) {
 		{"no sub-filters", params(1, 0.01, 2, 0, 0, nil), nil, ErrCorrupt},
 		{"too many", params(1, 0.01, 2, 0, scalableMaxFilters+1, subs), all, ErrCorrupt},
 		{"count short", params(1, 0.01, 2, 0, uint64(len(subs))+1, subs), all, ErrCorrupt},
-		{"bad sub-filter", params(1, 0.01, 2, 0, 1, []*Bloom{badSub}), words[0], ErrCorrupt},
+		{"bad sub-filter", params(1, 0.01, 2, 0, 1, []*Bloom{badSub}), words[0].slice(), ErrCorrupt},
 		{"trailing", append(s.params(), 0), all, ErrCorrupt},
 		{"payload short", s.params(), all[:len(all)-1], ErrCorrupt},
 	}
@@ -406,7 +406,7 @@ func FuzzDecodeScalable(f *testing.F) {
 		enc := bfEncode(f, s)
 		var pay []byte
 		for _, w := range s.payload() {
-			pay = append(pay, bfBytes(w)...)
+			pay = append(pay, bfBytes(w.slice())...)
 		}
 		f.Add(enc, s.params(), pay)
 		f.Add(enc[:len(enc)/2], s.params()[:12], pay[:8])

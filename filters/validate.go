@@ -121,7 +121,7 @@ func (c *Counting) settle([]tally) {}
 // has a remainder and no count is odd.
 func (f *DLeft) lanesOf(seg int) lanes {
 	if seg == 1 {
-		return lanes{width: 64, n: uint64(len(f.flags)), used: f.buckets, class: bitWords}
+		return lanes{width: 64, n: f.flags.len(), used: f.buckets, class: bitWords}
 	}
 	n := uint64(f.tables) * f.buckets * uint64(f.cellsPer)
 	return lanes{width: f.cellBits, n: n, used: n * f.cellBits, class: cells, cmax: f.cmax}

@@ -68,11 +68,15 @@ func (f *FSM) lookup(key string, fam Family) (*entry, error) {
 }
 
 // mutate runs fn on e's filter under its write lock. If a live snapshot may be
-// streaming the filter, fn gets a fresh copy instead (copy-on-write); the copy
-// is made outside the lock, since nothing writes a frozen filter.
+// streaming the filter, fn gets a fork of it instead (copy-on-write): a filter
+// that shares every page with the frozen one and copies a page the first time
+// fn writes it, so the snapshot goes on streaming the filter as it was while a
+// write costs the pages it touches, never a copy of the whole filter. Forking
+// copies no page, only page tables, and runs outside the lock: it reads no
+// page, and nothing writes a frozen filter.
 func (f *FSM) mutate(e *entry, fn func(flt filters.Filter)) {
 	if e.gen <= f.snapMax.Load() {
-		c := cloneFilter(e.f)
+		c := filters.Fork(e.f)
 		e.mu.Lock()
 		e.f = c
 		e.mu.Unlock()

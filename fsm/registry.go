@@ -232,20 +232,3 @@ func CheckSpec(s Spec) error {
 	}
 	return nil
 }
-
-// cloneFilter returns an independent copy of f.
-func cloneFilter(f filters.Filter) filters.Filter {
-	switch v := f.(type) {
-	case *filters.Bloom:
-		return v.Clone()
-	case *filters.Scalable:
-		return v.Clone()
-	case *filters.Counting:
-		return v.Clone()
-	case *filters.DLeft:
-		return v.Clone()
-	case *filters.Cuckoo:
-		return v.Clone()
-	}
-	panic("fsm: clone of an unknown filter kind")
-}

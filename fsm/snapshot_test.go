@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/rookerydb/rookery/filters"
 )
@@ -107,6 +109,82 @@ func TestSnapshotIsFrozen(t *testing.T) {
 	h.ok(add(FamilyCF, "cf", "in-place"))
 	if e.f != before {
 		t.Error("a filter was copied with no snapshot open")
+	}
+}
+
+// slowSink is a sink that gives other goroutines the processor on every write,
+// so that a snapshot streams while writes are applied.
+type slowSink struct{ memSink }
+
+func (s *slowSink) Write(p []byte) (int, error) {
+	runtime.Gosched()
+	time.Sleep(50 * time.Microsecond)
+	return s.memSink.Write(p)
+}
+
+// TestSnapshotStreamsWhileWritten streams a snapshot of filters of many pages
+// on another goroutine while writes to every one of them are applied (what a
+// node does): the snapshot holds the state at the moment it was taken and the
+// live state holds every write. Run with -race, it also shows that the stream
+// and the writes share pages without a data race.
+func TestSnapshotStreamsWhileWritten(t *testing.T) {
+	h := newHarness(t)
+	h.ok(reserve(FamilyBF, "bf", bfSpec(200_000, 0.01, 0)))
+	h.ok(reserve(FamilyBF, "sbf", bfSpec(20_000, 0.01, 2)))
+	h.ok(reserve(FamilyCF, "cf", cfSpec(200_000, 4, 0)))
+	h.ok(reserve(FamilyCBF, "cbf", cbfSpec(filters.KindCounting, 50_000)))
+	h.ok(reserve(FamilyCBF, "dleft", cbfSpec(filters.KindDLeft, 50_000)))
+	keys := []struct {
+		fam Family
+		key string
+	}{{FamilyBF, "bf"}, {FamilyBF, "sbf"}, {FamilyCF, "cf"}, {FamilyCBF, "cbf"}, {FamilyCBF, "dleft"}}
+	for i := range 2000 {
+		for _, k := range keys {
+			h.ok(add(k.fam, k.key, fmt.Sprint("before-", i)))
+		}
+	}
+	want := snapshotBytes(t, h.f)
+	s, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen := h.f.reg.byKey["bf"].f
+	sink := &slowSink{}
+	done := make(chan error, 1)
+	go func() { done <- s.Persist(sink) }()
+	for i := 0; ; i++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Release()
+			if i < 100 {
+				t.Fatalf("only %d rounds of writes ran while the snapshot streamed", i)
+			}
+			if !bytes.Equal(sink.Bytes(), want) {
+				t.Fatal("the snapshot streamed writes applied after it was taken")
+			}
+			for j := range i {
+				for _, k := range keys {
+					if !h.exists(k.fam, k.key, fmt.Sprint("during-", j)) {
+						t.Fatalf("%s lost %q, written while the snapshot streamed", k.key, fmt.Sprint("during-", j))
+					}
+				}
+			}
+			if live := h.f.reg.byKey["bf"].f; live == frozen {
+				t.Fatal("a filter written during the snapshot was written in place")
+			}
+			return
+		default:
+		}
+		for _, k := range keys {
+			h.ok(add(k.fam, k.key, fmt.Sprint("during-", i)))
+		}
+		if i%2 == 0 {
+			h.ok(del(FamilyCF, "cf", fmt.Sprint("before-", i)))
+			h.ok(del(FamilyCBF, "cbf", fmt.Sprint("before-", i)))
+		}
 	}
 }
 

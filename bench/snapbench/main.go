@@ -34,6 +34,7 @@ import (
 	"github.com/rookerydb/rookery/cluster"
 	"github.com/rookerydb/rookery/filters"
 	"github.com/rookerydb/rookery/fsm"
+	"github.com/rookerydb/rookery/internal/gcpace"
 )
 
 func main() {
@@ -53,6 +54,9 @@ func main() {
 		}
 		defer os.RemoveAll(*dir)
 	}
+	// Pace the collector as the node does (cmd/node/run.go).
+	stopPace, _ := gcpace.Pace(100*time.Millisecond, gcpace.DefaultFraction, gcpace.DefaultFloor)
+	defer stopPace()
 	n, err := cluster.New(cluster.Config{
 		ID: "bench", DataDir: filepath.Join(*dir, "data"), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
 		BootstrapExpect: 1, SnapshotThreshold: 1 << 40, SnapshotInterval: time.Hour, ApplyTimeout: time.Minute,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rookerydb/rookery/cluster"
 	"github.com/rookerydb/rookery/internal/certs"
+	"github.com/rookerydb/rookery/internal/gcpace"
 	"github.com/rookerydb/rookery/transport"
 )
 
@@ -46,6 +47,13 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	}
 
 	o.warnExposure(logger)
+	// Garbage in proportion to the heap's live size, not GOGC's 100% of it: a
+	// node holding 1 GB of filters would otherwise reach 2 GB.
+	stopPace, paced := gcpace.Pace(100*time.Millisecond, gcpace.DefaultFraction, gcpace.DefaultFloor)
+	defer stopPace()
+	if !paced {
+		logger.Info("GOMEMLIMIT is set: the Go heap follows it", "GOMEMLIMIT", os.Getenv("GOMEMLIMIT"))
+	}
 	var certSrc *certs.Source
 	var reload func()
 	if o.tlsOn() {

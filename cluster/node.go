@@ -75,6 +75,8 @@ type Node struct {
 	leftOnce sync.Once
 	stop     chan struct{}
 	stopOnce sync.Once
+	raftDown chan struct{} // closed once raft has shut down (await)
+	downOnce sync.Once
 	wg       sync.WaitGroup
 }
 
@@ -101,6 +103,7 @@ func New(c Config) (*Node, error) {
 		warned:    make(map[string]time.Time),
 		left:      make(chan struct{}),
 		stop:      make(chan struct{}),
+		raftDown:  make(chan struct{}),
 		raftUp:    make(chan struct{}),
 	}
 	n.fsm = fsm.New(fsm.Options{SessionTTL: cfg.SessionTTL, Logger: cfg.Logger})
@@ -390,6 +393,26 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	return n.closeAll()
 }
 
+// await waits for f like f.Error(), but returns raft.ErrRaftShutdown once raft
+// has shut down: raft never answers a future still queued for its leader loop
+// or its FSM when it stops, and a loop waiting on one would keep Shutdown
+// waiting for it forever.
+func (n *Node) await(f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-n.raftDown:
+		select {
+		case err := <-done:
+			return err
+		default:
+			return raft.ErrRaftShutdown
+		}
+	}
+}
+
 func (n *Node) closeAll() error {
 	var errs []error
 	n.stopOnce.Do(func() { close(n.stop) })
@@ -401,6 +424,7 @@ func (n *Node) closeAll() error {
 	if n.raft != nil {
 		errs = append(errs, n.raft.Shutdown().Error())
 	}
+	n.downOnce.Do(func() { close(n.raftDown) })
 	if n.trans != nil {
 		errs = append(errs, n.trans.Close())
 	}

@@ -287,7 +287,7 @@ func (n *Node) resolveLoop() {
 }
 
 func (n *Node) resolveBatch(b inflightBatch) {
-	err := b.f.Error()
+	err := n.await(b.f)
 	<-n.slots
 	n.metrics.observeApply(time.Since(b.start), len(b.props), err)
 	for _, p := range b.props {

@@ -68,7 +68,7 @@ func (n *Node) leaderLoop() {
 		case leader := <-n.raft.LeaderCh():
 			if leader {
 				term := n.raft.CurrentTerm()
-				if err := n.raft.Barrier(readRoundTimeout).Error(); err == nil {
+				if err := n.await(n.raft.Barrier(readRoundTimeout)); err == nil {
 					n.barrierTerm.Store(term)
 				}
 				n.log.Info("leading", "term", term)

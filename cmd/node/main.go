@@ -17,13 +17,25 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 )
 
+// subcommand runs one of the binary's tools: its arguments, the environment,
+// stdout and stderr in, exit code out.
+type subcommand func(args []string, env func(string) (string, bool), stdout, stderr io.Writer) int
+
+// subcommands are the tools besides the node itself, registered by the files
+// that implement them (init functions), so that adding one touches no other.
+var subcommands = map[string]subcommand{}
+
 func main() {
 	if len(os.Args) > 1 {
+		if cmd, ok := subcommands[os.Args[1]]; ok {
+			os.Exit(cmd(os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr))
+		}
 		switch os.Args[1] {
 		case "probe":
 			os.Exit(probe(os.Args[2:], os.Stderr))

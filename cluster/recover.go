@@ -261,3 +261,116 @@ func writeFileSync(path string, b []byte) error {
 	}
 	return f.Close()
 }
+
+// Lost quorum. When a majority of the voters is gone for good, no leader can
+// be elected and no configuration change can commit: the configuration must be
+// rewritten on the survivors while they are stopped (RecoverPeers), as
+// Consul's peers.json does through raft.RecoverCluster. The survivor's state
+// is its whole log, applied: writes it holds that were never committed become
+// committed, and writes only the lost voters held are gone. A write the
+// cluster acknowledged reached a majority, so with one of three voters left it
+// is on the survivor only if that survivor was in the majority that
+// acknowledged it; recovering the survivor with the longest log keeps the most.
+
+// RecoveryPeer is one server of the configuration RecoverPeers writes. Raft
+// may be empty when the server is in the node's last configuration.
+type RecoveryPeer struct {
+	ID       string `json:"id"`
+	Raft     string `json:"address"`
+	NonVoter bool   `json:"non_voter,omitempty"`
+}
+
+// Recovered is what RecoverPeers did.
+type Recovered struct {
+	Previous []RecoveryPeer // the last configuration the node held
+	Servers  []RecoveryPeer // the configuration now
+	// Index and Term of the snapshot that now holds the node's whole state
+	// (every entry of its log applied); the new configuration follows it.
+	Index, Term uint64
+	Filters     int
+}
+
+// ErrNotInPeers reports a recovery configuration without the node itself as a
+// voter: started on it, the node could never lead.
+var ErrNotInPeers = errors.New("the new configuration does not have this node as a voter")
+
+// RecoverPeers rewrites the Raft configuration of a stopped node's data
+// directory to peers: it applies the whole log to a state machine, stores the
+// result as a snapshot, and appends the new configuration, so that the node,
+// started as before, holds elections among peers alone. self is the node's id,
+// which must be a voter of peers.
+func RecoverPeers(dataDir, self string, peers []RecoveryPeer) (*Recovered, error) {
+	if len(peers) == 0 {
+		return nil, errors.New("no peers given")
+	}
+	store, err := openStore(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	snaps, err := openSnapshots(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := scanLog(store, self)
+	if err != nil {
+		return nil, err
+	}
+	prev := sc.lastConf
+	if metas, err := snaps.List(); err == nil && len(metas) > 0 && metas[0].ConfigurationIndex > sc.lastConfIndex {
+		prev = metas[0].Configuration
+	}
+	known := map[string]string{}
+	rc := &Recovered{}
+	for _, s := range prev.Servers {
+		known[string(s.ID)] = string(s.Address)
+		rc.Previous = append(rc.Previous, RecoveryPeer{ID: string(s.ID), Raft: string(s.Address), NonVoter: s.Suffrage != raft.Voter})
+	}
+	var conf raft.Configuration
+	seen := map[string]bool{}
+	selfVoter := false
+	for _, p := range peers {
+		if p.ID == "" {
+			return nil, errors.New("a peer without an id")
+		}
+		if seen[p.ID] {
+			return nil, fmt.Errorf("peer %s given twice", p.ID)
+		}
+		seen[p.ID] = true
+		if p.Raft == "" {
+			p.Raft = known[p.ID]
+		}
+		if p.Raft == "" {
+			return nil, fmt.Errorf("peer %s is not in the node's last configuration: give its raft address as %s=HOST:PORT", p.ID, p.ID)
+		}
+		if p.ID == self && !p.NonVoter {
+			selfVoter = true
+		}
+		suffrage := raft.Voter
+		if p.NonVoter {
+			suffrage = raft.Nonvoter
+		}
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: suffrage, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Raft)})
+		rc.Servers = append(rc.Servers, p)
+	}
+	if !selfVoter {
+		return nil, fmt.Errorf("%w (%s): list it in the peers, or give its id with --id", ErrNotInPeers, self)
+	}
+	rconf := raft.DefaultConfig()
+	rconf.LocalID = raft.ServerID(self)
+	rconf.Logger = newHCLogger("raft", slog.New(slog.DiscardHandler))
+	f := fsm.New(fsm.Options{Logger: slog.New(slog.DiscardHandler)})
+	_, trans := raft.NewInmemTransport(raft.ServerAddress(self))
+	defer trans.Close()
+	if err := raft.RecoverCluster(rconf, f, store, store, snaps, trans, conf); err != nil {
+		return nil, fmt.Errorf("recover the configuration of %s: %w", dataDir, err)
+	}
+	if h := f.Halted(); h != nil {
+		return nil, fmt.Errorf("recover %s: the log holds an entry the state machine cannot apply (%v); the configuration was rewritten all the same, but the node will halt at it", dataDir, h)
+	}
+	if metas, err := snaps.List(); err == nil && len(metas) > 0 {
+		rc.Index, rc.Term = metas[0].Index, metas[0].Term
+	}
+	rc.Filters = f.Len()
+	return rc, nil
+}

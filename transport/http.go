@@ -47,6 +47,7 @@ const (
 //	POST /v1/snapshot          raft snapshots this node now (http_snapshot.go)
 //	GET  /v1/snapshot          a backup file of the cluster, from the leader
 //	POST /v1/snapshot/restore  restore the cluster to the backup in the body
+//	GET  /v1/raft/peers, POST /v1/raft/remove-peer, /v1/raft/transfer-leader (http_raft.go)
 //	GET  /metrics     Prometheus text format (when Config.Registry is set)
 //	GET  /debug/pprof/ Go profiles (when Config.Pprof is set)
 //
@@ -80,6 +81,7 @@ func NewHTTP(cfg Config, be Backend) *HTTPServer {
 	mux.HandleFunc("POST /v1/snapshot", h.takeSnapshot)
 	mux.HandleFunc("GET /v1/snapshot", h.saveBackup)
 	mux.HandleFunc("POST /v1/snapshot/restore", h.restoreBackup)
+	h.registerRaftRoutes(mux) // GET /v1/raft/peers, POST remove-peer, transfer-leader (http_raft.go)
 	if cfg.Registry != nil {
 		newMetrics(cfg.Registry, be) // the node gauges, even with no RESP server
 		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))

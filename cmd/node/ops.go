@@ -1,0 +1,376 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rookerydb/rookery/cluster"
+)
+
+// The operator's commands: they speak to a node's HTTP API with the same
+// flags and credentials as `rookery snapshot` (snapshotcmd.go).
+func init() {
+	subcommands["members"] = membersCommand
+	subcommands["status"] = statusCommand
+	subcommands["raft"] = raftCommand
+	subcommands["wait"] = waitCommand
+}
+
+const opsFlagsUsage = `flags:
+  --addr HOST:PORT   HTTP address of a node (default 127.0.0.1:6480)
+  --cacert FILE      CA of the nodes' certificates: speak https (--http-tls)
+  --cert, --key FILE client certificate (with --tls-client-auth)
+  --password PW      the nodes' --requirepass (default: $ROOKERY_REQUIREPASS)
+  --format text|json output as aligned text (default) or the node's JSON
+`
+
+const opsUsage = `usage:
+  rookery members                    the cluster's members, as gossip and raft see them
+  rookery status                     the node's view of itself
+  rookery raft list-peers            the raft configuration: voters, non-voters, leader
+  rookery raft remove-peer ID        remove server ID from the raft configuration
+                                     (for a server gone for good: a live member is added back)
+  rookery raft transfer-leader [ID]  hand leadership to ID, or to any other voter
+  rookery wait [--timeout 30s]       wait until the node is ready (/readyz answers 200)
+
+` + opsFlagsUsage
+
+// opsTimeout bounds one command's exchange with the node.
+const opsTimeout = 30 * time.Second
+
+// opsCmd is one operator command being run.
+type opsCmd struct {
+	name           string
+	o              snapshotOptions
+	format         string
+	timeout        time.Duration
+	args           []string
+	stdout, stderr io.Writer
+}
+
+// parse reads the flags (before or after the positional arguments) of command
+// name; nargs is the allowed number of positional arguments.
+func parseOps(name string, args []string, env func(string) (string, bool), stdout, stderr io.Writer, minArgs, maxArgs int) (*opsCmd, int) {
+	c := &opsCmd{name: name, stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet("rookery "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.o.password, _ = env("ROOKERY_REQUIREPASS")
+	fs.StringVar(&c.o.addr, "addr", "127.0.0.1:6480", "HTTP address of a node")
+	fs.StringVar(&c.o.caFile, "cacert", "", "PEM file of the CA that signed the nodes' certificates (https)")
+	fs.StringVar(&c.o.certFile, "cert", "", "client certificate to present (with --key)")
+	fs.StringVar(&c.o.keyFile, "key", "", "client private key")
+	fs.StringVar(&c.o.password, "password", c.o.password, "the nodes' password (default $ROOKERY_REQUIREPASS)")
+	fs.StringVar(&c.format, "format", "text", "text or json")
+	fs.DurationVar(&c.timeout, "timeout", opsTimeout, "how long to wait")
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(stderr, opsUsage)
+			} else {
+				fmt.Fprintf(stderr, "rookery %s: %v (rookery %s -h for help)\n", name, err, name)
+			}
+			return nil, 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		c.args = append(c.args, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	var err error
+	switch {
+	case len(c.args) < minArgs || len(c.args) > maxArgs:
+		err = fmt.Errorf("want %s", argCount(minArgs, maxArgs))
+	case (c.o.certFile == "") != (c.o.keyFile == ""):
+		err = errors.New("--cert and --key go together")
+	case c.format != "text" && c.format != "json":
+		err = fmt.Errorf("--format %q: want text or json", c.format)
+	case c.timeout <= 0:
+		err = fmt.Errorf("--timeout %v: want a positive duration", c.timeout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rookery %s: %v\n%s", name, err, opsUsage)
+		return nil, 2
+	}
+	return c, 0
+}
+
+func argCount(lo, hi int) string {
+	switch {
+	case hi == 0:
+		return "no arguments"
+	case lo == hi:
+		return fmt.Sprintf("exactly %d argument", lo)
+	case lo == 0:
+		return fmt.Sprintf("at most %d argument", hi)
+	}
+	return fmt.Sprintf("%d to %d arguments", lo, hi)
+}
+
+// call sends method path to the node (following a follower's redirect to the
+// leader) and decodes its 200 answer into v; with --format json it copies the
+// answer to stdout instead and returns handled.
+func (c *opsCmd) call(method, path string, v any) (handled bool, err error) {
+	cl, err := newSnapshotClient(&c.o, c.stderr)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	resp, err := cl.do(ctx, method, path, nil)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if c.format == "json" {
+		_, err := io.Copy(c.stdout, resp.Body)
+		return true, err
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return false, fmt.Errorf("%s answered %s with unreadable JSON: %v", resp.Request.URL.Host, path, err)
+	}
+	return false, nil
+}
+
+// fail reports err and returns the exit code 1.
+func (c *opsCmd) fail(err error) int {
+	fmt.Fprintf(c.stderr, "rookery %s: %v\n", c.name, err)
+	return 1
+}
+
+func (c *opsCmd) table() *tabwriter.Writer { return tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0) }
+
+// orDash shows an empty field as "-".
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// membersCommand is `rookery members`: GET /v1/nodes as a table.
+func membersCommand(args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
+	c, code := parseOps("members", args, env, stdout, stderr, 0, 0)
+	if c == nil {
+		return code
+	}
+	var nodes []cluster.NodeInfo
+	if done, err := c.call(http.MethodGet, "/v1/nodes", &nodes); done || err != nil {
+		return exitOf(c, err)
+	}
+	tw := c.table()
+	fmt.Fprintln(tw, "Node\tRaft Address\tStatus\tRole\tSuffrage\tRESP Address\tHTTP Address")
+	for _, n := range nodes {
+		suffrage := "voter"
+		switch {
+		case n.Role == "none":
+			suffrage = "none"
+		case !n.Voter:
+			suffrage = "nonvoter"
+		}
+		role := n.Role
+		if role == "nonvoter" {
+			role = "follower"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, orDash(n.RaftAddr), n.Health, role, suffrage, orDash(n.RESPAddr), orDash(n.HTTPAddr))
+	}
+	return exitOf(c, tw.Flush())
+}
+
+// statusCommand is `rookery status`: GET /v1/status, one field a line.
+func statusCommand(args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
+	c, code := parseOps("status", args, env, stdout, stderr, 0, 0)
+	if c == nil {
+		return code
+	}
+	var st cluster.Status
+	if done, err := c.call(http.MethodGet, "/v1/status", &st); done || err != nil {
+		return exitOf(c, err)
+	}
+	ready := "yes"
+	if !st.Ready {
+		ready = "no"
+		if st.Problem != "" {
+			ready += ": " + st.Problem
+		}
+	}
+	leader := orDash(st.LeaderID)
+	if st.LeaderRESP != "" {
+		leader += " (RESP " + st.LeaderRESP + ")"
+	}
+	tw := c.table()
+	fmt.Fprintf(tw, "Node\t%s\n", st.ID)
+	fmt.Fprintf(tw, "Role\t%s\n", st.Role)
+	fmt.Fprintf(tw, "Ready\t%s\n", ready)
+	fmt.Fprintf(tw, "Leader\t%s\n", leader)
+	fmt.Fprintf(tw, "Term\t%d\n", st.Term)
+	fmt.Fprintf(tw, "Commit Index\t%d\n", st.CommitIndex)
+	fmt.Fprintf(tw, "Applied Index\t%d\n", st.AppliedIndex)
+	fmt.Fprintf(tw, "Last Contact\t%s\n", orDash(st.LastContact))
+	fmt.Fprintf(tw, "Filters\t%d\n", st.Filters)
+	fmt.Fprintf(tw, "Memory\t%d bytes\n", st.MemoryBytes)
+	return exitOf(c, tw.Flush())
+}
+
+const raftUsage = `usage:
+  rookery raft list-peers [flags]
+  rookery raft remove-peer [flags] ID
+  rookery raft transfer-leader [flags] [ID]
+
+` + opsFlagsUsage
+
+// raftCommand is `rookery raft list-peers|remove-peer|transfer-leader`.
+func raftCommand(args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, raftUsage)
+		return 2
+	}
+	switch args[0] {
+	case "list-peers":
+		return listPeers(args[1:], env, stdout, stderr)
+	case "remove-peer":
+		return removePeer(args[1:], env, stdout, stderr)
+	case "transfer-leader":
+		return transferLeader(args[1:], env, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "rookery raft: unknown command %q\n%s", args[0], raftUsage)
+	return 2
+}
+
+func listPeers(args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
+	c, code := parseOps("raft list-peers", args, env, stdout, stderr, 0, 0)
+	if c == nil {
+		return code
+	}
+	var peers cluster.RaftPeers
+	if done, err := c.call(http.MethodGet, "/v1/raft/peers", &peers); done || err != nil {
+		return exitOf(c, err)
+	}
+	tw := c.table()
+	fmt.Fprintln(tw, "Node\tAddress\tState\tVoter\tLast Index\tApplied Index\tLast Contact")
+	for _, p := range peers.Servers {
+		last, applied := "-", "-"
+		if p.Reachable {
+			last, applied = fmt.Sprint(p.LastIndex), fmt.Sprint(p.AppliedIndex)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\n", p.ID, p.Address, p.State, p.Voter, last, applied, orDash(p.LastContact))
+	}
+	return exitOf(c, tw.Flush())
+}
+
+func removePeer(args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
+	c, code := parseOps("raft remove-peer", args, env, stdout, stderr, 1, 1)
+	if c == nil {
+		return code
+	}
+	id := c.args[0]
+	var res struct {
+		Removed string `json:"removed"`
+	}
+	if done, err := c.call(http.MethodPost, "/v1/raft/remove-peer?id="+url.QueryEscape(id), &res); done || err != nil {
+		return exitOf(c, err)
+	}
+	fmt.Fprintf(stdout, "removed %s from the raft configuration\n", id)
+	// A member gossip still reports alive is added back by the leader; say so.
+	var nodes []cluster.NodeInfo
+	if _, err := c.call(http.MethodGet, "/v1/nodes", &nodes); err == nil {
+		for _, n := range nodes {
+			if n.ID == id && n.Health == "alive" {
+				fmt.Fprintf(stderr, "note: %s is alive in gossip, so the leader will add it back; stop it for good, "+
+					"or make it leave (POST /v1/leave on its HTTP address)\n", id)
+			}
+		}
+	}
+	return 0
+}
+
+func transferLeader(args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
+	c, code := parseOps("raft transfer-leader", args, env, stdout, stderr, 0, 1)
+	if c == nil {
+		return code
+	}
+	path := "/v1/raft/transfer-leader"
+	if len(c.args) == 1 {
+		path += "?id=" + url.QueryEscape(c.args[0])
+	}
+	var res struct {
+		Leader string `json:"leader"`
+	}
+	if done, err := c.call(http.MethodPost, path, &res); done || err != nil {
+		return exitOf(c, err)
+	}
+	if res.Leader == "" {
+		fmt.Fprintln(stdout, "leadership transferred; the new leader is not known yet")
+		return 0
+	}
+	fmt.Fprintf(stdout, "leadership transferred: %s leads now\n", res.Leader)
+	return 0
+}
+
+// waitCommand is `rookery wait`: it polls /readyz until it answers 200 and
+// exits 0, or exits 1 once --timeout has passed.
+func waitCommand(args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
+	c, code := parseOps("wait", args, env, stdout, stderr, 0, 0)
+	if c == nil {
+		return code
+	}
+	cl, err := newSnapshotClient(&c.o, stderr)
+	if err != nil {
+		return c.fail(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	deadline := time.Now().Add(c.timeout)
+	target := cl.base.ResolveReference(&url.URL{Path: "/readyz"}).String()
+	last := "no answer yet"
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, target, nil)
+		resp, err := cl.hc.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				cancel()
+				fmt.Fprintf(stdout, "%s is ready\n", cl.base.Host)
+				return 0
+			}
+			last = strings.TrimSpace(string(body))
+			if last == "" {
+				last = resp.Status
+			}
+		} else {
+			last = err.Error()
+		}
+		cancel()
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return c.fail(fmt.Errorf("%s not ready within %v (last: %s)", cl.base.Host, c.timeout, last))
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// exitOf is the exit code of a command that ended with err.
+func exitOf(c *opsCmd, err error) int {
+	if err != nil {
+		return c.fail(err)
+	}
+	return 0
+}

@@ -290,8 +290,8 @@ func removePeer(args []string, env func(string) (string, bool), stdout, stderr i
 	if _, err := c.call(http.MethodGet, "/v1/nodes", &nodes); err == nil {
 		for _, n := range nodes {
 			if n.ID == id && n.Health == "alive" {
-				fmt.Fprintf(stderr, "note: %s is alive in gossip, so the leader will add it back; stop it for good, "+
-					"or make it leave (POST /v1/leave on its HTTP address)\n", id)
+				fmt.Fprintf(stderr, "note: gossip still reports %s alive: if it is running, the leader adds it back; "+
+					"stop it for good, or make it leave (POST /v1/leave on its HTTP address)\n", id)
 			}
 		}
 	}

@@ -43,7 +43,7 @@ var (
 // Status is a node's view of itself and its cluster (ROLE, /v1/status).
 type Status struct {
 	ID           string `json:"id"`
-	Role         string `json:"role"` // "leader", "follower", "candidate", "shutdown"
+	Role         string `json:"role"` // "leader", "follower", "candidate", "shutdown"; "removed": out of the configuration (Problem says more)
 	LeaderID     string `json:"leader_id"`
 	LeaderRESP   string `json:"leader_resp_addr"`
 	Term         uint64 `json:"term"`

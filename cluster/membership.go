@@ -31,12 +31,18 @@ type meta struct {
 	Codec int `json:"codec,omitempty"`
 	// Disk says why the member's disk takes no more log ("" when it does).
 	Disk string `json:"disk,omitempty"`
+	// Member says the node has been in a committed configuration and keeps
+	// the state it had there: if it is not in the configuration now, it was
+	// removed (or left), and the leader tells it so rather than add it back
+	// with that state (heal.go).
+	Member bool `json:"member,omitempty"`
 }
 
 // delegate serves this node's metadata to memberlist.
 type delegate struct {
-	mu   sync.Mutex
-	meta []byte
+	mu     sync.Mutex
+	meta   []byte
+	notify func([]byte) // a user message from another member
 }
 
 func (d *delegate) NodeMeta(limit int) []byte {
@@ -55,7 +61,11 @@ func (d *delegate) set(m meta) {
 	d.mu.Unlock()
 }
 
-func (*delegate) NotifyMsg([]byte)                           {}
+func (d *delegate) NotifyMsg(b []byte) {
+	if d.notify != nil {
+		d.notify(b)
+	}
+}
 func (*delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (*delegate) LocalState(join bool) []byte                { return nil }
 func (*delegate) MergeRemoteState(buf []byte, join bool)     {}
@@ -94,7 +104,7 @@ func (n *Node) noteMember(m *memberlist.Node, gone bool) {
 		}
 	}
 	n.memMu.Lock()
-	n.memTable[md.ID] = member{meta: md, state: state}
+	n.memTable[md.ID] = member{meta: md, state: state, gossip: m.Address()}
 	n.noteCodecs()
 	n.memMu.Unlock()
 	n.membershipChanged()
@@ -135,7 +145,7 @@ func (n *Node) startGossip() error {
 	mc.SuspicionMult = 2
 	mc.SecretKey = n.cfg.GossipKey
 	mc.Logger = log.New(&slogWriter{log: n.cfg.Logger.With("component", "gossip")}, "", 0)
-	n.delegate = &delegate{}
+	n.delegate = &delegate{notify: n.noteMessage}
 	n.delegate.set(n.localMeta())
 	mc.Delegate = n.delegate
 	mc.Events = events{n}
@@ -163,28 +173,11 @@ func resolveHost(h string) string {
 	return h
 }
 
-// joinLoop retries --join until some address answers.
-func (n *Node) joinLoop() {
-	defer n.wg.Done()
-	for {
-		k, err := n.ml.Join(n.cfg.Join)
-		if k > 0 {
-			n.log.Info("joined gossip", "contacted", k)
-			return
-		}
-		n.log.Warn("join failed, retrying", "addrs", n.cfg.Join, "err", err)
-		select {
-		case <-time.After(time.Second):
-		case <-n.stop:
-			return
-		}
-	}
-}
-
 // member is a gossip member with its metadata parsed.
 type member struct {
 	meta
-	state memberlist.NodeStateType
+	state  memberlist.NodeStateType
+	gossip string // where the member gossips (host:port)
 }
 
 // members lists every member gossip has seen, with its last known state
@@ -202,7 +195,8 @@ func (n *Node) members() []member {
 
 // localMeta is this node's own metadata.
 func (n *Node) localMeta() meta {
-	m := meta{ID: n.cfg.ID, Raft: n.raftAdvertise, RESP: n.cfg.RESPAddr, HTTP: n.cfg.HTTPAddr, Codec: fsm.CodecVersion}
+	m := meta{ID: n.cfg.ID, Raft: n.raftAdvertise, RESP: n.cfg.RESPAddr, HTTP: n.cfg.HTTPAddr, Codec: fsm.CodecVersion,
+		Member: n.heal.book.get().Member}
 	if n.disk != nil {
 		if err := n.disk.refuse(); err != nil {
 			m.Disk = err.Error()
@@ -225,8 +219,9 @@ func (n *Node) memberMeta(id string) (meta, bool) {
 	return meta{}, false
 }
 
-// membershipLoop bootstraps when the expected members are known, and on the
-// leader reconciles the Raft configuration with gossip, on every event and once a
+// membershipLoop bootstraps when the expected members are known, keeps the
+// members file and the node's removed state current, and on the leader
+// reconciles the Raft configuration with gossip, on every event and once a
 // second.
 func (n *Node) membershipLoop() {
 	defer n.wg.Done()
@@ -234,6 +229,7 @@ func (n *Node) membershipLoop() {
 	defer tick.Stop()
 	for {
 		n.maybeBootstrap()
+		n.tendMembership()
 		if n.IsLeader() {
 			n.reconcile()
 		}

@@ -70,6 +70,7 @@ type Node struct {
 	disk         *disk         // the data directory's volume (disk.go)
 	snapshotting atomic.Bool   // a snapshot for a damaged entry is being taken
 	gossipAdv    atomic.Value  // string: the gossip address peers may join through
+	heal         healState     // rejoining, raft reachability, removal (heal.go)
 
 	left     chan struct{} // closed once the node has left the cluster for good
 	leftOnce sync.Once
@@ -114,6 +115,10 @@ func New(c Config) (*Node, error) {
 		n.closeAll()
 		return nil, err
 	}
+	if err := n.heal.book.load(cfg.DataDir); err != nil {
+		n.closeAll()
+		return nil, err
+	}
 	via, err := n.rejoin()
 	if err != nil {
 		n.closeAll()
@@ -136,10 +141,11 @@ func New(c Config) (*Node, error) {
 	go n.resolveLoop()
 	go n.leaderLoop()
 	go n.membershipLoop()
-	if len(n.cfg.Join) > 0 {
-		n.wg.Add(1)
-		go n.joinLoop()
-	}
+	// Always: a restarted node rejoins from its members file and configuration
+	// even without --join (peers.go).
+	n.wg.Add(2)
+	go n.joinLoop()
+	go n.reachLoop()
 	return n, nil
 }
 
@@ -299,11 +305,15 @@ func (n *Node) Leader() (id, addr string) {
 // start.
 func (n *Node) Ready() bool {
 	id, _ := n.Leader()
-	return id != "" && n.appliedThrough(n.startIndex) && n.fsm.Halted() == nil && n.disk.refuse() == nil
+	return id != "" && n.appliedThrough(n.startIndex) && n.fsm.Halted() == nil && n.disk.refuse() == nil &&
+		n.removedWhy() == ""
 }
 
 // Problem says what keeps the node from serving ("" when nothing does).
 func (n *Node) Problem() string {
+	if why := n.removedWhy(); why != "" {
+		return why + "; " + n.rejoinAdvice()
+	}
 	if h := n.fsm.Halted(); h != nil {
 		return h.Error() + "; stop the node and run `rookery recover --data-dir " + n.cfg.DataDir + "`"
 	}
@@ -365,6 +375,9 @@ func (n *Node) Status() Status {
 	}
 	if !st.Ready {
 		st.Problem = n.Problem()
+	}
+	if n.removedWhy() != "" {
+		st.Role = "removed"
 	}
 	if lid != "" {
 		if m, ok := n.memberMeta(lid); ok {

@@ -67,6 +67,9 @@ func (n *Node) leaderLoop() {
 		select {
 		case leader := <-n.raft.LeaderCh():
 			if leader {
+				// This term's replication starts afresh, and so does what
+				// it learns of whom it reaches.
+				n.heal.reach.reset()
 				term := n.raft.CurrentTerm()
 				if err := n.await(n.raft.Barrier(readRoundTimeout)); err == nil {
 					n.barrierTerm.Store(term)
@@ -81,9 +84,11 @@ func (n *Node) leaderLoop() {
 }
 
 // reconcile brings the Raft configuration in line with gossip: alive members
-// join as non-voters and are promoted once caught up; members that left are
-// removed; members dead longer than DeadServerTimeout are removed while a healthy
-// quorum remains.
+// join as non-voters and are promoted once caught up, unless they were members
+// before and keep that state (removed or left: they are told so); members that gossip lists as gone and that raft's heartbeats have
+// not reached, both for DeadServerTimeout, are removed while a healthy quorum
+// remains. A member that answers raft stays whatever gossip says: gossip can be
+// split or slow to heal while raft replicates (issue 10).
 func (n *Node) reconcile() {
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
@@ -98,6 +103,15 @@ func (n *Node) reconcile() {
 	for _, m := range n.members() {
 		byID[m.ID] = m
 		if _, ok := inConf[m.ID]; !ok && m.state == memberlist.StateAlive {
+			if m.Member {
+				// A former member with its old state: removed (or left)
+				// on purpose or as dead. It is told so, and joins again as
+				// a new member once its data directory is moved aside.
+				n.warnEvery("removed:"+m.ID, "not adding a removed member back with its old state; "+
+					"it is told so and joins again once its data directory is moved aside", "id", m.ID)
+				n.tellRemoved(m)
+				continue
+			}
 			if _, err := n.verifyIdentity(m.ID, m.Raft); err != nil {
 				n.warnEvery("add:"+m.ID, "not adding member: its raft address did not prove its identity",
 					"id", m.ID, "raft", m.Raft, "err", err)
@@ -109,13 +123,15 @@ func (n *Node) reconcile() {
 			}
 		}
 	}
+	now := time.Now()
 	voters, healthy := 0, 0
 	for _, s := range servers {
 		if s.Suffrage != raft.Voter {
 			continue
 		}
 		voters++
-		if m, ok := byID[string(s.ID)]; string(s.ID) == n.cfg.ID || ok && m.state == memberlist.StateAlive {
+		id := string(s.ID)
+		if m, ok := byID[id]; id == n.cfg.ID || ok && m.state == memberlist.StateAlive && n.heal.reach.unreachableFor(id, now) == 0 {
 			healthy++
 		}
 	}
@@ -131,14 +147,24 @@ func (n *Node) reconcile() {
 			// announces its departure (Leave); one that gossip merely reports
 			// as gone is treated as failed, so no gossip message alone removes
 			// a voter.
-			if n.deadFor(id) < n.cfg.DeadServerTimeout {
+			dead := n.deadFor(id)
+			if dead < n.cfg.DeadServerTimeout {
+				continue
+			}
+			unreached := n.heal.reach.unreachableFor(id, now)
+			if unreached == 0 {
+				n.warnEvery("answers:"+id, "not removing a member gossip lists as gone: it answers raft",
+					"id", id, "gossip_gone_for", dead.Round(time.Second))
+			}
+			if unreached < n.cfg.DeadServerTimeout {
 				continue
 			}
 			if s.Suffrage == raft.Voter && healthy < (voters-1)/2+1 {
 				n.log.Warn("not removing dead member: no healthy quorum would remain", "id", id)
 				continue
 			}
-			n.log.Info("removing dead member", "id", id, "dead_for", n.deadFor(id))
+			n.log.Info("removing dead member", "id", id, "dead_for", dead.Round(time.Second),
+				"raft_unreached_for", unreached.Round(time.Second))
 			if n.removeServer(id) == nil {
 				n.forgetDead(id)
 				if s.Suffrage == raft.Voter {
@@ -206,6 +232,8 @@ func (n *Node) maybePromote(s raft.Server) {
 // over first, then the leader removes this node from the configuration, and only
 // then does the node leave gossip. The node should shut down afterwards.
 func (n *Node) Leave(ctx context.Context) error {
+	// Set for good once the node has left: the removal it asks for is no news.
+	n.heal.leaving.Store(true)
 	if n.IsLeader() && n.voters() > 1 {
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
 			n.log.Warn("leadership transfer before leaving", "err", err)
@@ -220,8 +248,14 @@ func (n *Node) Leave(ctx context.Context) error {
 		select {
 		case <-time.After(200 * time.Millisecond):
 		case <-ctx.Done():
+			n.heal.leaving.Store(false)
 			return fmt.Errorf("leave: %w", ctx.Err())
 		}
+	}
+	// Remembered, so that started again on this data directory the node says
+	// it left rather than waiting for a leader that no longer talks to it.
+	if err := n.heal.book.update(func(m *membersFile) { m.Left = true }); err != nil {
+		n.log.Warn("record the leave", "err", err)
 	}
 	// Announce the departure before leaving gossip, so the others record this
 	// node as left rather than failed.

@@ -29,6 +29,11 @@ func (n *Node) rejoin() ([]string, error) {
 	for {
 		gossip, err := n.leaveThroughLeader(rj.Peers)
 		if err == nil {
+			// From here on a new member: the leader adds it rather than
+			// tell it it was removed.
+			if err := n.heal.book.update(func(m *membersFile) { m.Member, m.Left = false, false }); err != nil {
+				return nil, err
+			}
 			if err := os.Remove(filepath.Join(n.cfg.DataDir, RejoinFile)); err != nil {
 				return nil, err
 			}

@@ -30,7 +30,9 @@ func parseReadWrite(s *Server, args [][]byte) (op, error) {
 }
 
 // parseRole: ROLE, [role, leader id, leader RESP address, term, commit index,
-// applied index].
+// applied index]. The role is leader, follower or candidate, or "removed" on a
+// node out of the configuration it was in (/readyz and /v1/status say what to
+// do), so that redis-cli shows it.
 func parseRole(s *Server, args [][]byte) (op, error) {
 	return localOp(func(c *session, w *reply) {
 		st := s.be.Status()

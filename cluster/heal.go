@@ -155,6 +155,10 @@ func (n *Node) tendMembership() {
 	led := in && lid != ""
 	wasMember := n.heal.book.get().Member
 	n.savePeers(servers, committed)
+	if n.heal.leaving.Load() {
+		// Still led for a moment after its removal: nothing to conclude.
+		return
+	}
 	if led {
 		n.heal.hint.Store("")
 		if committed {
@@ -166,9 +170,6 @@ func (n *Node) tendMembership() {
 	book := n.heal.book.get()
 	if book.Member != wasMember {
 		n.regossip()
-	}
-	if n.heal.leaving.Load() {
-		return
 	}
 	why := ""
 	hint, _ := n.heal.hint.Load().(string)

@@ -124,8 +124,9 @@ func (n *Node) RaftPeers(ctx context.Context) (RaftPeers, error) {
 
 // RemovePeer removes server id from the Raft configuration. Only the leader
 // can (ErrNotLeader elsewhere); it refuses an id not in the configuration and
-// the last voter. A member that gossip still reports alive is added back by
-// the leader's reconciliation: this is for servers gone for good.
+// the last voter. A removed member that is still running is not added back:
+// the leader tells it over gossip that it was removed, and it reports so
+// (heal.go) until it is started again on an empty data directory.
 func (n *Node) RemovePeer(ctx context.Context, id string) error {
 	if n.raft.State() != raft.Leader {
 		return ErrNotLeader

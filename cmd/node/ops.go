@@ -41,7 +41,7 @@ const opsUsage = `usage:
   rookery status                     the node's view of itself
   rookery raft list-peers            the raft configuration: voters, non-voters, leader
   rookery raft remove-peer ID        remove server ID from the raft configuration
-                                     (for a server gone for good: a live member is added back)
+                                     (a running member removed so reports itself removed)
   rookery raft transfer-leader [ID]  hand leadership to ID, or to any other voter
   rookery wait [--timeout 30s]       wait until the node is ready (/readyz answers 200)
 
@@ -285,13 +285,14 @@ func removePeer(args []string, env func(string) (string, bool), stdout, stderr i
 		return exitOf(c, err)
 	}
 	fmt.Fprintf(stdout, "removed %s from the raft configuration\n", id)
-	// A member gossip still reports alive is added back by the leader; say so.
+	// A member gossip still reports alive stays out and says it was removed;
+	// tell the operator what that node needs.
 	var nodes []cluster.NodeInfo
 	if _, err := c.call(http.MethodGet, "/v1/nodes", &nodes); err == nil {
 		for _, n := range nodes {
 			if n.ID == id && n.Health == "alive" {
-				fmt.Fprintf(stderr, "note: gossip still reports %s alive: if it is running, the leader adds it back; "+
-					"stop it for good, or make it leave (POST /v1/leave on its HTTP address)\n", id)
+				fmt.Fprintf(stderr, "note: gossip still reports %s alive: if it is running, it now reports itself removed; "+
+					"stop it, and to bring it back move its data directory aside and start it with --join\n", id)
 			}
 		}
 	}

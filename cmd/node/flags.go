@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -124,12 +125,22 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 // parseOptions reads args, then fills every flag not given from the environment.
 func parseOptions(args []string, env func(string) (string, bool), out io.Writer) (*options, error) {
 	o := &options{}
-	fs := newFlagSet(o, out)
+	fs := newFlagSet(o, io.Discard)
+	// The flag package's own report is the error twice around the whole
+	// usage; one line and a hint read better.
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		if errors.Is(err, flag.ErrHelp) {
+			writeHelp(out)
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w\n%s", err, helpHint)
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return nil, fmt.Errorf("unexpected argument %q\n%s", fs.Arg(0), helpHint)
+	}
+	if err := checkEnviron(fs, environ()); err != nil {
+		return nil, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -138,7 +149,7 @@ func parseOptions(args []string, env func(string) (string, bool), out io.Writer)
 		if set[f.Name] {
 			return
 		}
-		name := "ROOKERY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envName(f.Name)
 		if v, ok := env(name); ok {
 			if err := fs.Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", name, err))
@@ -182,16 +193,8 @@ func (o *options) check() error {
 	if _, err := o.gossipKeyBytes(); err != nil {
 		return err
 	}
-	if _, err := o.maxMemoryBytes(); err != nil {
-		return fmt.Errorf("--max-memory: %w", err)
-	}
-	for _, s := range []struct{ name, v string }{{"max-item-size", o.maxItemSize}, {"max-request-size", o.maxRequestSize}} {
-		if _, err := parseBytes(s.v); err != nil {
-			return fmt.Errorf("--%s: %w", s.name, err)
-		}
-	}
-	if _, err := parseBytes(o.maxRequestBuffer); err != nil {
-		return fmt.Errorf("--max-request-buffer: %w", err)
+	if err := o.checkLimits(); err != nil {
+		return err
 	}
 	if _, err := o.level(); err != nil {
 		return err
@@ -203,6 +206,160 @@ func (o *options) check() error {
 		return fmt.Errorf("--read-consistency must be linearizable or stale, got %q", o.reads)
 	}
 	return nil
+}
+
+// sizeLimits are the sane bounds of the size flags: outside them a value is
+// a typo (--max-memory 10, 999tb) far more often than a wish.
+var sizeLimits = []struct {
+	name     string
+	min, max uint64
+}{
+	{"max-memory", 1 << 20, 64 << 40},
+	{"max-item-size", 1 << 10, 1 << 30},
+	{"max-request-size", 1 << 10, 2 << 30},
+	{"max-request-buffer", 1 << 20, 1 << 40},
+}
+
+// checkLimits refuses sizes out of their bounds and counts and durations that
+// mean nothing at zero or below.
+func (o *options) checkLimits() error {
+	sizes := map[string]string{"max-memory": o.maxMemory, "max-item-size": o.maxItemSize,
+		"max-request-size": o.maxRequestSize, "max-request-buffer": o.maxRequestBuffer}
+	got := map[string]uint64{}
+	for _, l := range sizeLimits {
+		v := strings.TrimSpace(sizes[l.name])
+		if l.name == "max-memory" && (strings.EqualFold(v, "auto") || v == "0") {
+			continue
+		}
+		n, err := parseBytes(v)
+		if err == nil && (n < l.min || n > l.max) {
+			err = errors.New("out of range")
+		}
+		if err != nil {
+			extra := ""
+			if l.name == "max-memory" {
+				extra = ", 0 (no cap) or auto"
+			}
+			return fmt.Errorf("--%s %s: want a size from %s to %s%s (units b, kb, mb, gb, tb)",
+				l.name, sizes[l.name], formatBytes(l.min), formatBytes(l.max), extra)
+		}
+		got[l.name] = n
+	}
+	if got["max-request-buffer"] < got["max-request-size"] {
+		return fmt.Errorf("--max-request-buffer %s: must be at least --max-request-size (%s)", o.maxRequestBuffer, o.maxRequestSize)
+	}
+	for _, c := range []struct {
+		name string
+		v    int64
+		min  int64
+	}{
+		{"max-items", int64(o.maxItems), 1}, {"max-clients", int64(o.maxClients), 1},
+		{"max-capacity", int64(min(o.maxCapacity, 1<<62)), 1},
+		{"snapshot-threshold", int64(min(o.snapshotThreshold, 1<<62)), 1},
+		{"trailing-logs", int64(min(o.trailingLogs, 1<<62)), 1},
+	} {
+		if c.v < c.min {
+			return fmt.Errorf("--%s %d: must be at least %d", c.name, c.v, c.min)
+		}
+	}
+	// Raft refuses timeouts below these (raft.ValidateConfig); the others
+	// are at least a millisecond.
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		min  time.Duration
+	}{
+		{"heartbeat-timeout", o.heartbeatTimeout, 5 * time.Millisecond},
+		{"election-timeout", o.electionTimeout, 5 * time.Millisecond},
+		{"leader-lease-timeout", o.leaderLeaseTimeout, 5 * time.Millisecond},
+		{"commit-timeout", o.commitTimeout, time.Millisecond},
+		{"snapshot-interval", o.snapshotInterval, 5 * time.Millisecond},
+		{"apply-timeout", o.applyTimeout, time.Millisecond},
+		{"dead-server-timeout", o.deadServerTimeout, time.Second},
+	} {
+		if d.v < d.min {
+			return fmt.Errorf("--%s %v: must be at least %v", d.name, d.v, d.min)
+		}
+	}
+	return nil
+}
+
+// formatBytes writes n in the largest unit that divides it.
+func formatBytes(n uint64) string {
+	for _, u := range []struct {
+		s string
+		m uint64
+	}{{"tb", 1 << 40}, {"gb", 1 << 30}, {"mb", 1 << 20}, {"kb", 1 << 10}} {
+		if n >= u.m && n%u.m == 0 {
+			return fmt.Sprintf("%d%s", n/u.m, u.s)
+		}
+	}
+	return fmt.Sprintf("%db", n)
+}
+
+// helpHint follows an error in the flags.
+const helpHint = "Run 'rookery -h' for the flags."
+
+// environ lists the environment as os.Environ does.
+var environ = os.Environ
+
+// knownEnv are the ROOKERY_ variables that are not flags but that the
+// project's tests, scripts and docker-compose.yml use; the node accepts them.
+var knownEnv = map[string]bool{
+	"ROOKERY_TARGET":          true, // docker-compose.yml: build the image or use bin/rookery
+	"ROOKERY_TEST_NORACE":     true, // cmd/node tests: build without the race detector
+	"ROOKERY_TEST_LOG":        true, // cluster tests: show the nodes' logs
+	"ROOKERY_UPDATE_GOLDEN":   true, // fsm tests: rewrite golden files
+	"ROOKERY_FLOOD_ADDR":      true, // transport flood test's child process
+	"ROOKERY_FLOOD_CONNS":     true,
+	"ROOKERY_JEPSEN_DURATION": true, // jepsen-lite run length
+}
+
+// checkEnviron refuses a ROOKERY_ variable that names no flag, with the flag
+// it most likely meant: a misspelt setting ignored is a setting silently lost.
+func checkEnviron(fs *flag.FlagSet, env []string) error {
+	flags := map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) { flags[envName(f.Name)] = f.Name })
+	var errs []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "ROOKERY_") || knownEnv[name] || flags[name] != "" {
+			continue
+		}
+		best, dist := "", -1
+		for e := range flags {
+			if d := editDistance(name, e); dist < 0 || d < dist || d == dist && e < best {
+				best, dist = e, d
+			}
+		}
+		errs = append(errs, fmt.Sprintf("unknown environment variable %s; did you mean %s (--%s)?", name, best, flags[best]))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	sort.Strings(errs)
+	return errors.New(strings.Join(errs, "\n"))
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // seconds is a flag holding a duration written as Redis writes it, a number of

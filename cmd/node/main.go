@@ -49,6 +49,9 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first signal asks for a clean shutdown; a second ends the process
+	// at once, as the signal's default does.
+	go func() { <-ctx.Done(); stop() }()
 	if err := run(ctx, os.Args[1:], os.LookupEnv, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return

@@ -46,6 +46,20 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		}
 	}
 
+	// The data directory's lock and owner before any port or Raft: a second
+	// process, or a node started with another --id, stops here (datadir.go).
+	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
+		return fmt.Errorf("create data dir %s: %w", o.dataDir, err)
+	}
+	unlock, err := lockDataDir(o.dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := claimDataDir(o.dataDir, o.id, logger); err != nil {
+		return err
+	}
+
 	o.warnExposure(logger)
 	// Garbage in proportion to the heap's live size, not GOGC's 100% of it: a
 	// node holding 1 GB of filters would otherwise reach 2 GB.
@@ -77,7 +91,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	respServe, httpServe := o.withTLS(certSrc, respLn, httpLn)
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
 
 	ccfg, err := o.clusterConfig(advertised(o.respAdvertise, respLn.Addr()), advertised(o.httpAdvertise, httpLn.Addr()))
 	if err != nil {
@@ -97,7 +111,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		ccfg.Dial = faults.Dial(func() string { return self })
 		logger.Warn("fault injection enabled: /debug/faults can cut this node's links")
 	}
-	node, err := cluster.New(ccfg)
+	node, err := startNode(ctx, ccfg, logger)
 	if err != nil {
 		return err
 	}
@@ -141,6 +155,34 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// startNode is cluster.New, given up when ctx ends first: a node still
+// starting (rejoining after a recovery, opening a large log) ends promptly on
+// SIGTERM or SIGINT rather than once it has started.
+func startNode(ctx context.Context, cfg cluster.Config, logger *slog.Logger) (*cluster.Node, error) {
+	type started struct {
+		node *cluster.Node
+		err  error
+	}
+	done := make(chan started, 1)
+	go func() {
+		n, err := cluster.New(cfg)
+		done <- started{n, err}
+	}()
+	select {
+	case s := <-done:
+		return s.node, s.err
+	case <-ctx.Done():
+		logger.Warn("stopped while starting: the node had not finished opening its stores and joining",
+			"cause", context.Cause(ctx))
+		go func() {
+			if s := <-done; s.node != nil {
+				_ = s.node.Shutdown(context.Background())
+			}
+		}()
+		return nil, errors.New("stopped while starting")
+	}
 }
 
 // clusterConfig builds the node's configuration; respAddr and httpAddr are the

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+)
+
+// A data directory belongs to one node, and to one process at a time.
+//
+// Raft keeps the node's id nowhere in its own files: started with another
+// --id on a directory, a node would find itself outside the configuration it
+// holds and answer CLUSTERDOWN forever, its data invisible. And a second
+// process on a directory in use would bind its ports and then wait on the bolt
+// file lock, holding nothing and serving nothing. Both are refused before any
+// port is bound or Raft opened.
+
+const (
+	// identityFile records the id of the node the directory belongs to,
+	// written on the first start.
+	identityFile = "identity.json"
+	// lockFile is flock-ed for as long as a process runs on the directory and
+	// holds that process's id; the kernel releases the lock when the process
+	// ends, however it ends.
+	lockFile = "rookery.lock"
+)
+
+// identity is the content of identityFile.
+type identity struct {
+	NodeID string `json:"node_id"`
+}
+
+// claimDataDir makes dir the data directory of node id: it records id in a
+// directory that has none (a new one, or one from before identityFile
+// existed), and refuses a directory that belongs to another node.
+func claimDataDir(dir, id string, logger *slog.Logger) error {
+	path := filepath.Join(dir, identityFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		var idn identity
+		if err := json.Unmarshal(b, &idn); err != nil || idn.NodeID == "" {
+			return fmt.Errorf("data dir %s: %s is damaged (want {\"node_id\": \"ID\"}): %q", dir, identityFile, b)
+		}
+		if idn.NodeID != id {
+			return fmt.Errorf("data dir belongs to node %s, not %s (%s): start with --id %s, or give node %s another --data-dir",
+				idn.NodeID, id, dir, idn.NodeID, id)
+		}
+		return nil
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("data dir %s: %w", dir, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "raft.db")); err == nil {
+		logger.Info("data dir has no node id yet: recording this node's", "id", id, "file", path)
+	}
+	b, _ = json.Marshal(identity{NodeID: id})
+	return writeFileSync(path, append(b, '\n'))
+}
+
+// writeFileSync writes path whole or not at all: a temporary file, synced,
+// renamed over path, and the directory synced.
+func writeFileSync(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// errInUse is the error of a data directory another process holds.
+func errInUse(dir string, pid int) error {
+	if pid <= 0 {
+		return fmt.Errorf("data dir %s in use by another process: stop it, or give this node another --data-dir", dir)
+	}
+	return fmt.Errorf("data dir in use by pid %d (%s): stop that process, or give this node another --data-dir", pid, dir)
+}

@@ -15,6 +15,11 @@ func init() {
 	}
 }
 
+// commit is the commit a build made without Go's VCS stamping
+// (-buildvcs=false, a source archive) was built from, set with
+// -ldflags "-X main.commit=..."; Go's stamp wins when there is one.
+var commit string
+
 // build is what the binary knows of how it was built.
 type build struct {
 	Version   string
@@ -27,7 +32,10 @@ type build struct {
 // release builds with -ldflags), the commit Go stamps into it from the
 // checkout, and the Go version.
 func buildOf() build {
-	b := build{Version: version, Commit: "unknown", GoVersion: runtime.Version()}
+	b := build{Version: version, Commit: commit, GoVersion: runtime.Version()}
+	if b.Commit == "" {
+		b.Commit = "unknown"
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return b

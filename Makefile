@@ -10,8 +10,11 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race ./...
 
+# The commit `rookery version` reports where Go stamps none (-buildvcs=false).
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+
 build:
-	CGO_ENABLED=0 $(GO) build -o bin/rookery ./cmd/node
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.commit=$(COMMIT)" -o bin/rookery ./cmd/node
 
 run:
 	$(GO) run ./cmd/node --dev

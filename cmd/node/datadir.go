@@ -60,6 +60,19 @@ func claimDataDir(dir, id string, logger *slog.Logger) error {
 	return writeFileSync(path, append(b, '\n'))
 }
 
+// storedID returns the id recorded in dir, or "" if there is none.
+func storedID(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, identityFile))
+	if err != nil {
+		return ""
+	}
+	var idn identity
+	if json.Unmarshal(b, &idn) != nil {
+		return ""
+	}
+	return idn.NodeID
+}
+
 // writeFileSync writes path whole or not at all: a temporary file, synced,
 // renamed over path, and the directory synced.
 func writeFileSync(path string, b []byte) error {

@@ -58,6 +58,10 @@ func TestDataDirOwnedAndLocked(t *testing.T) {
 	if code == 0 || !strings.Contains(out, want) || took > time.Second {
 		t.Fatalf("second process on %s: exit %d after %v, want non-zero within 1s with %q:\n%s", dir, code, took, want, out)
 	}
+	// Nor may an offline tool work under a running node.
+	if code, out, _ := runQuick(t, nil, "recover", "--data-dir", dir, "--check"); code == 0 || !strings.Contains(out, want) {
+		t.Fatalf("rookery recover on a running node's data dir: exit %d, want non-zero with %q:\n%s", code, want, out)
+	}
 
 	// The node records its id; the build it runs is a metric.
 	resp, err := http.Get("http://" + p.HTTP + "/metrics")

@@ -41,7 +41,7 @@ func recoverCommand(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, recoverUsage) }
 	dir := fs.String("data-dir", "", "the stopped node's data directory")
-	id := fs.String("id", "", "the node's id (default: the host name, as the node takes it)")
+	id := fs.String("id", "", "the node's id (default: the one its data directory records, else the host name)")
 	at := fs.Uint64("truncate-at", 0, "delete the log from this entry on")
 	check := fs.Bool("check", false, "only check the log")
 	peersFlag := fs.String("peers", "", "lost quorum: the new configuration, ID[=RAFTADDR],...")
@@ -68,9 +68,20 @@ func recoverCommand(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *id == "" {
+		*id = storedID(*dir) // the node the directory belongs to
+	}
+	if *id == "" {
 		*id, _ = os.Hostname()
 	}
-	err := cluster.CheckDataDir(*dir, *id)
+	// A running node holds the directory: recovering under it would race its
+	// writes. Refuse as a second node would be refused.
+	unlock, err := lockDataDir(*dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "rookery recover:", err)
+		return 1
+	}
+	defer unlock()
+	err = cluster.CheckDataDir(*dir, *id)
 	var dmg *cluster.LogDamage
 	switch {
 	case errors.As(err, &dmg):

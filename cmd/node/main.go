@@ -6,7 +6,10 @@
 //	rookery probe http://127.0.0.1:6480/readyz   exit 0 if the URL answers 200
 //	rookery tls ca|cert|init ...                 make the cluster's certificates
 //	rookery snapshot save|restore|inspect ...    back up and restore the cluster
-//	rookery recover --data-dir DIR [...]         recover a node whose log is damaged
+//	rookery recover --data-dir DIR [...]         recover a damaged node, or a lost quorum (--peers)
+//	rookery members | status | wait              the cluster and a node, from its HTTP API
+//	rookery raft list-peers|remove-peer|transfer-leader   the Raft configuration
+//	rookery version                              version, commit and Go version
 //
 // Every flag can also be set as ROOKERY_<FLAG> in the environment. See run.go
 // for how the parts are wired together.

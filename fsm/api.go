@@ -31,16 +31,19 @@ const (
 //
 //	1  [Type][1][payload]
 //	2  [Type][2][payload][CRC-32C of type, version and payload, little endian]
+//	3  as 2, each command ending with its fields (codec.go)
 //
-// A leader writes the highest version every voter can read (cluster negotiates
-// it over gossip), so a rolling upgrade never hands an old node an entry it
-// cannot apply.
-const CodecVersion = CodecV2
+// The version is also the "log format" a node advertises: the highest it can
+// apply. A leader writes the highest version every member can read (cluster
+// negotiates it over gossip), so a rolling upgrade never hands an old node an
+// entry it cannot apply.
+const CodecVersion = CodecV3
 
 // Entry codec versions.
 const (
 	CodecV1 = 1 // no checksum; still read, for logs written by older builds
 	CodecV2 = 2 // a CRC-32C closes every entry
+	CodecV3 = 3 // commands carry fields: optional, or ones a node must understand
 )
 
 // Op is what a Command does.

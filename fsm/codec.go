@@ -28,6 +28,17 @@ import (
 //	keys                                    uvarint count, each uvarint length, bytes
 //	items                                   uvarint count, each uvarint length, bytes
 //	iter, data (flagChunk)                  varint, uvarint length, bytes
+//	fields (version 3 on)                   uvarint count, each uvarint key,
+//	                                        uvarint length, bytes
+//
+// Fields are how a command grows without a new layout: a field's key is its tag
+// shifted left by one, the low bit set when a node must understand the field to
+// apply the command (fieldMust). Tags are strictly ascending. A node skips a
+// field it does not know unless that bit is set; then, as for an op, family or
+// flag it does not know in an entry whose checksum matches, it refuses the
+// entry with a *FormatError (it needs a newer build), never with ErrCorrupt.
+// A build that adds a field older nodes may not ignore, or an op, raises
+// CodecVersion, and the leader writes it only once every member reads it.
 //
 // Decoders check every length against the bytes that remain, so hostile input
 // can neither panic nor make them allocate more than the input's size.
@@ -39,7 +50,47 @@ var (
 	// ErrChecksum reports an entry whose checksum does not match its bytes: it
 	// was damaged after it was written. It wraps ErrCorrupt.
 	ErrChecksum = fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+	// ErrNewerFormat reports an intact entry that a newer build wrote and this
+	// node cannot apply: every *FormatError is one. It is not ErrCorrupt.
+	ErrNewerFormat = errors.New("fsm: log entry needs a newer build")
 )
+
+// FormatError is an intact entry this node cannot apply: of a log format above
+// the highest it reads, or holding an op, family, flag or must-understand
+// field it does not know. Upgrading the node is the cure; nothing is damaged.
+type FormatError struct {
+	Format byte   // the entry's log format (codec version)
+	Max    byte   // the highest log format this node reads
+	What   string // what it does not know, "" when it is the format itself
+}
+
+func (e *FormatError) Error() string { return "log entry needs a newer rookery (" + e.Detail() + ")" }
+
+// Detail says what was not understood: "log format 3; this node reads up to 2".
+func (e *FormatError) Detail() string {
+	what := ""
+	if e.What != "" {
+		what = ", " + e.What
+	}
+	return fmt.Sprintf("log format %d%s; this node reads up to %d", e.Format, what, e.Max)
+}
+
+// Is makes every FormatError match ErrNewerFormat.
+func (e *FormatError) Is(target error) bool { return target == ErrNewerFormat }
+
+// fieldMust is the bit of a field's key that says it may not be ignored.
+const fieldMust = 1
+
+// field is one tagged value of a command (version 3 on). This build knows no
+// tags yet; knownField says which it does.
+type field struct {
+	tag  uint64
+	must bool
+	val  []byte
+}
+
+// knownField reports whether this build understands field tag.
+func knownField(tag uint64) bool { return false }
 
 // entryTrailer is the size of a version 2 entry's checksum.
 const entryTrailer = 4
@@ -67,27 +118,31 @@ func EncodeCommand(c *Command) []byte { return EncodeCommandVersion(c, CodecVers
 func EncodeBatch(cs []*Command) []byte { return EncodeBatchVersion(cs, CodecVersion) }
 
 // EncodeCommandVersion returns c as a TypeCommand log entry of codec version v
-// (CodecV1 or CodecV2).
-func EncodeCommandVersion(c *Command, v byte) []byte {
-	b := make([]byte, 0, 2+commandSize(c)+entryTrailer)
+// (CodecV1 to CodecVersion).
+func EncodeCommandVersion(c *Command, v byte) []byte { return encodeCommandFields(c, v, nil) }
+
+// encodeCommandFields encodes c with fields (version 3 on; tests use it to
+// write fields this build does not know).
+func encodeCommandFields(c *Command, v byte, fields []field) []byte {
+	b := make([]byte, 0, 2+commandSize(c, v, fields)+entryTrailer)
 	b = append(b, byte(TypeCommand), v)
-	return sealEntry(appendCommand(b, c))
+	return sealEntry(appendCommand(b, c, v, fields))
 }
 
 // EncodeBatchVersion returns cs as one TypeBatch log entry of codec version v.
 func EncodeBatchVersion(cs []*Command, v byte) []byte {
 	size := 2 + binary.MaxVarintLen64 + entryTrailer
 	for _, c := range cs {
-		size += binary.MaxVarintLen64 + commandSize(c)
+		size += binary.MaxVarintLen64 + commandSize(c, v, nil)
 	}
 	b := make([]byte, 0, size)
 	b = append(b, byte(TypeBatch), v)
 	b = binary.AppendUvarint(b, uint64(len(cs)))
 	for _, c := range cs {
-		b = binary.AppendUvarint(b, uint64(commandSize(c)))
+		b = binary.AppendUvarint(b, uint64(commandSize(c, v, nil)))
 		at := len(b)
-		b = appendCommand(b, c)
-		if len(b)-at != commandSize(c) {
+		b = appendCommand(b, c, v, nil)
+		if len(b)-at != commandSize(c, v, nil) {
 			panic("fsm: command size mismatch")
 		}
 	}
@@ -122,16 +177,30 @@ func openEntry(data []byte) ([]byte, error) {
 	return body[2:], nil
 }
 
-// DecodeEntry decodes a log entry. A TypeNoop entry, or an unknown type marked
-// with IgnoreUnknownFlag, decodes to no commands.
-func DecodeEntry(data []byte) (Type, []*Command, error) {
+// DecodeEntry decodes a log entry of any log format this build reads. A
+// TypeNoop entry, or an unknown type marked with IgnoreUnknownFlag, decodes to
+// no commands. An intact entry a newer build wrote is a *FormatError
+// (ErrNewerFormat); damage is ErrCorrupt.
+func DecodeEntry(data []byte) (Type, []*Command, error) { return decodeEntry(data, CodecVersion) }
+
+// decodeEntry is DecodeEntry on a node that reads log formats up to max, as a
+// build of that format would.
+func decodeEntry(data []byte, max byte) (Type, []*Command, error) {
 	if len(data) < 2 {
 		return 0, nil, fmt.Errorf("%w: entry of %d bytes", ErrCorrupt, len(data))
 	}
 	t := Type(data[0])
-	if data[1] < CodecV1 || data[1] > CodecVersion {
+	if data[1] < CodecV1 || data[1] > max {
 		if t&IgnoreUnknownFlag != 0 {
 			return t, nil, nil
+		}
+		if data[1] > max {
+			// Every format from 2 on ends with the checksum (later ones must
+			// keep it), so damage still reads as damage here.
+			if _, err := openEntry(data); err != nil {
+				return t, nil, err
+			}
+			return t, nil, &FormatError{Format: data[1], Max: max}
 		}
 		return t, nil, fmt.Errorf("%w: codec version %d", ErrCorrupt, data[1])
 	}
@@ -139,10 +208,13 @@ func DecodeEntry(data []byte) (Type, []*Command, error) {
 	if err != nil {
 		return t, nil, err
 	}
-	d := decoder{b: payload}
+	d := decoder{b: payload, v: data[1], max: max}
 	var cs []*Command
 	switch t {
 	case TypeNoop:
+		if len(payload) != 0 { // none was ever written with one
+			return t, nil, fmt.Errorf("%w: no-op entry with a payload", ErrCorrupt)
+		}
 		return t, nil, nil
 	case TypeCommand:
 		c := d.command()
@@ -152,7 +224,7 @@ func DecodeEntry(data []byte) (Type, []*Command, error) {
 		cs = make([]*Command, 0, n)
 		for i := 0; i < n && d.err == nil; i++ {
 			size := d.count()
-			sub := decoder{b: d.bytes(size)}
+			sub := decoder{b: d.bytes(size), v: d.v, max: max}
 			if d.err != nil {
 				break
 			}
@@ -170,6 +242,9 @@ func DecodeEntry(data []byte) (Type, []*Command, error) {
 		if t&IgnoreUnknownFlag != 0 {
 			return t, nil, nil
 		}
+		if data[1] >= CodecV2 { // the checksum vouches for the type byte
+			return t, nil, &FormatError{Format: data[1], Max: max, What: fmt.Sprintf("unknown entry type %d", t)}
+		}
 		return t, nil, fmt.Errorf("%w: unknown entry type %d", ErrCorrupt, t)
 	}
 	if d.err == nil && len(d.b) != 0 {
@@ -181,7 +256,7 @@ func DecodeEntry(data []byte) (Type, []*Command, error) {
 	return t, cs, nil
 }
 
-func commandSize(c *Command) int {
+func commandSize(c *Command, v byte, fields []field) int {
 	n := 3 + uvarintLen(uint64(len(c.Key))) + len(c.Key) + varintLen(c.Time)
 	if c.Session != (Session{}) {
 		n += uvarintLen(c.Session.ClientID) + uvarintLen(c.Session.Seq)
@@ -202,12 +277,26 @@ func commandSize(c *Command) int {
 	if hasChunk(c) {
 		n += varintLen(c.Iter) + uvarintLen(uint64(len(c.Data))) + len(c.Data)
 	}
+	if v >= CodecV3 {
+		n += uvarintLen(uint64(len(fields)))
+		for _, f := range fields {
+			n += uvarintLen(fieldKey(f)) + uvarintLen(uint64(len(f.val))) + len(f.val)
+		}
+	}
 	return n
+}
+
+func fieldKey(f field) uint64 {
+	k := f.tag << 1
+	if f.must {
+		k |= fieldMust
+	}
+	return k
 }
 
 func hasChunk(c *Command) bool { return c.Iter != 0 || len(c.Data) != 0 }
 
-func appendCommand(b []byte, c *Command) []byte {
+func appendCommand(b []byte, c *Command, v byte, fields []field) []byte {
 	var flags byte
 	set := func(cond bool, f byte) {
 		if cond {
@@ -252,6 +341,14 @@ func appendCommand(b []byte, c *Command) []byte {
 		b = binary.AppendUvarint(b, uint64(len(c.Data)))
 		b = append(b, c.Data...)
 	}
+	if v >= CodecV3 {
+		b = binary.AppendUvarint(b, uint64(len(fields)))
+		for _, f := range fields {
+			b = binary.AppendUvarint(b, fieldKey(f))
+			b = binary.AppendUvarint(b, uint64(len(f.val)))
+			b = append(b, f.val...)
+		}
+	}
 	return b
 }
 
@@ -265,6 +362,27 @@ func appendString(b []byte, s string) []byte {
 type decoder struct {
 	b   []byte
 	err error
+	v   byte // the entry's log format
+	max byte // the highest log format the node reads
+}
+
+// newer fails with a *FormatError: the entry is intact (its checksum matched)
+// but holds what only a newer build knows.
+func (d *decoder) newer(what string) {
+	if d.err == nil {
+		d.err = &FormatError{Format: d.v, Max: d.max, What: what}
+	}
+	d.b = nil
+}
+
+// unknown fails on what this build does not know: a newer build's, if the
+// entry's checksum vouches for its bytes (version 2 on), else damage.
+func (d *decoder) unknown(what string) {
+	if d.v >= CodecV2 {
+		d.newer(what)
+	} else {
+		d.fail(what)
+	}
 }
 
 func (d *decoder) fail(what string) {
@@ -341,16 +459,20 @@ func (d *decoder) command() *Command {
 	if d.err != nil {
 		return nil
 	}
-	if c.Op == 0 || c.Op > lastOp {
-		d.fail(fmt.Sprintf("unknown op %d", c.Op))
+	if c.Op == 0 {
+		d.fail("op 0")
+		return nil
+	}
+	if c.Op > lastOp {
+		d.unknown(fmt.Sprintf("unknown op %d", c.Op))
 		return nil
 	}
 	if c.Family > FamilyCBF {
-		d.fail(fmt.Sprintf("unknown family %d", c.Family))
+		d.unknown(fmt.Sprintf("unknown family %d", c.Family))
 		return nil
 	}
 	if flags&^flagsKnown != 0 {
-		d.fail("unknown flags")
+		d.unknown(fmt.Sprintf("unknown flags %#x", flags&^flagsKnown))
 		return nil
 	}
 	c.NoCreate = flags&flagNoCreate != 0
@@ -399,10 +521,41 @@ func (d *decoder) command() *Command {
 		c.Iter = d.varint()
 		c.Data = d.bytes(d.count())
 	}
+	if d.v >= CodecV3 {
+		d.fields()
+	}
 	if d.err != nil {
 		return nil
 	}
 	return c
+}
+
+// fields reads a command's fields: it skips those it does not know that may
+// be ignored and refuses the entry at one that may not.
+func (d *decoder) fields() {
+	n := d.count()
+	var last uint64
+	for i := 0; i < n && d.err == nil; i++ {
+		key := d.uvarint()
+		val := d.bytes(d.count())
+		if d.err != nil {
+			return
+		}
+		tag := key >> 1
+		if i > 0 && tag <= last {
+			d.fail("fields out of order")
+			return
+		}
+		last = tag
+		if knownField(tag) {
+			continue // none yet: a later build decodes val here
+		}
+		if key&fieldMust != 0 {
+			d.newer(fmt.Sprintf("field %d it must understand", tag))
+			return
+		}
+		_ = val // an optional field this build does not know: skipped
+	}
 }
 
 // Result encoding (a forwarded write's reply): error code, flags, uvarint count,

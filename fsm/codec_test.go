@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/rookerydb/rookery/filters"
 )
 
@@ -94,34 +96,68 @@ func TestDecodeEntryRefusesDamage(t *testing.T) {
 			t.Error("trailing byte accepted")
 		}
 	}
-	// Structural damage, in entries whose checksum matches (version 2) and in
-	// entries with none (version 1): the decoder itself must refuse them.
+	// Structural damage, in entries whose checksum matches (versions 2 and 3)
+	// and in entries with none (version 1): the decoder itself must refuse them.
 	structural := [][]byte{
 		{byte(TypeCommand), CodecV1, 0, 1, 0, 0, 0, 0, 0},        // op 0
-		{byte(TypeCommand), CodecV1, 99, 1, 0, 0, 0, 0, 0},       // unknown op
-		{byte(TypeCommand), CodecV1, 2, 9, 0, 0, 0, 0, 0},        // unknown family
-		{byte(TypeCommand), CodecV1, 2, 1, 0x80, 0, 0, 0, 0},     // unknown flag
 		{byte(TypeCommand), CodecV1, 2, 1, 0, 0xff, 0, 0, 0},     // key longer than input
 		{byte(TypeBatch), CodecV1, 0xff, 0xff, 0xff, 0xff, 0x0f}, // count past the end
+	}
+	// What a newer build may write: damage without a checksum to vouch for
+	// it, a newer format (never corruption) with one.
+	unknown := [][]byte{
+		{byte(TypeCommand), CodecV1, 99, 1, 0, 0, 0, 0, 0},         // unknown op
+		{byte(TypeCommand), CodecV1, 2, 9, 0, 0, 0, 0, 0},          // unknown family
+		{byte(TypeCommand), CodecV1, 2, 1, 0x80, 0, 0, 0, 0},       // unknown flag
+		{byte(TypeCommand), CodecV1, 2, 1, 0, 0, 0, 0, 0, 1, 3, 0}, // must-understand field 1 (read as 3)
+		{0x7f, CodecV1}, // unknown type
 	}
 	bad := [][]byte{
 		nil,
 		{byte(TypeCommand)},
 		{byte(TypeCommand), 0, 1, 1, 0},
-		{byte(TypeCommand), CodecVersion + 1, 1, 1, 0},
-		{0x7f, CodecV1},                       // unknown type
-		sealEntry([]byte{0x7f, CodecV2}),      // unknown type
 		{byte(TypeNoop), CodecV2, 1, 2, 3, 4}, // checksum of other bytes
+		{byte(TypeNoop), CodecV3, 1, 2, 3, 4},
+		{byte(TypeCommand), CodecVersion + 1, 1, 1, 0, 9, 9, 9, 9},                        // a newer format, damaged
+		sealEntry([]byte{byte(TypeCommand), CodecV3, 2, 1, 0, 0, 0, 0, 0, 2, 2, 0, 2, 0}), // fields out of order
+		sealEntry([]byte{byte(TypeCommand), CodecV3, 2, 1, 0, 0, 0, 0, 0, 1, 2, 5}),       // field longer than input
 	}
 	for _, b := range structural {
 		bad = append(bad, b)
-		v2 := bytes.Clone(b)
-		v2[1] = CodecV2
-		bad = append(bad, sealEntry(v2))
+		for _, v := range []byte{CodecV2, CodecV3} {
+			bv := bytes.Clone(b)
+			bv[1] = v
+			if v == CodecV3 && bv[0] == byte(TypeCommand) {
+				bv = append(bv, 0) // no fields
+			}
+			bad = append(bad, sealEntry(bv))
+		}
 	}
+	bad = append(bad, unknown[:len(unknown)-2]...)
 	for _, b := range bad {
-		if _, _, err := DecodeEntry(b); !errors.Is(err, ErrCorrupt) {
+		if _, _, err := DecodeEntry(b); !errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNewerFormat) {
 			t.Errorf("%x: err %v, want ErrCorrupt", b, err)
+		}
+	}
+	newer := [][]byte{sealEntry([]byte{byte(TypeCommand), CodecVersion + 1, 1, 1, 0})}
+	for _, b := range unknown {
+		for _, v := range []byte{CodecV2, CodecV3} {
+			bv := bytes.Clone(b)
+			bv[1] = v
+			if v == CodecV3 && bv[0] == byte(TypeCommand) && len(bv) == 9 {
+				bv = append(bv, 0) // no fields
+			}
+			if v == CodecV2 && len(bv) == 12 {
+				continue // fields are version 3
+			}
+			newer = append(newer, sealEntry(bv))
+		}
+	}
+	for _, b := range newer {
+		_, _, err := DecodeEntry(b)
+		var fe *FormatError
+		if !errors.As(err, &fe) || errors.Is(err, ErrCorrupt) || fe.Max != CodecVersion || fe.Format != b[1] {
+			t.Errorf("%x: err %v, want a FormatError", b, err)
 		}
 	}
 	for _, b := range [][]byte{{byte(0x80 | 0x11), CodecV1, 1, 2, 3}, sealEntry([]byte{byte(0x80 | 0x11), CodecV2, 1, 2, 3}),
@@ -137,7 +173,8 @@ func TestDecodeEntryRefusesDamage(t *testing.T) {
 // entry makes it undecodable (the damage the checksum exists for: a flipped
 // bit in an item's name would otherwise decode, and apply, as another item).
 func TestEntryChecksumCatchesEveryBitFlip(t *testing.T) {
-	entries := [][]byte{EncodeBatch(sampleCommands()), EncodeNoop(CodecV2)}
+	entries := [][]byte{EncodeBatch(sampleCommands()), EncodeNoop(CodecV2), EncodeNoop(CodecV3),
+		EncodeBatchVersion(sampleCommands(), CodecV2)}
 	for _, c := range sampleCommands() {
 		entries = append(entries, EncodeCommand(c))
 	}
@@ -195,7 +232,7 @@ func TestCodecGolden(t *testing.T) {
 	for _, v := range []struct {
 		version byte
 		file    string
-	}{{CodecV1, "codec_golden.txt"}, {CodecV2, "codec_golden_v2.txt"}} {
+	}{{CodecV1, "codec_golden.txt"}, {CodecV2, "codec_golden_v2.txt"}, {CodecV3, "codec_golden_v3.txt"}} {
 		path := filepath.Join("testdata", v.file)
 		var b strings.Builder
 		for _, c := range sampleCommands() {
@@ -225,8 +262,113 @@ func TestCodecGolden(t *testing.T) {
 	}
 }
 
-// FuzzDecodeEntry: decoding never panics, and whatever decodes re-encodes to
-// an entry that decodes to the same commands.
+// TestCommandFields: a field this build does not know is skipped when it may
+// be ignored, alone or in a batch, and refuses the entry as one for a newer
+// build (not as damage) when it must be understood.
+func TestCommandFields(t *testing.T) {
+	c := sampleCommands()[2]
+	optional := []field{{tag: 3, val: []byte("hint")}, {tag: 900, val: nil}}
+	for _, data := range [][]byte{
+		encodeCommandFields(c, CodecV3, optional),
+		encodeCommandFields(c, CodecV3, optional[:1]),
+	} {
+		typ, got, err := DecodeEntry(data)
+		if err != nil || typ != TypeCommand || len(got) != 1 {
+			t.Fatalf("optional fields: %v %v %d", typ, err, len(got))
+		}
+		if a, b := normalize(c), normalize(got[0]); !reflect.DeepEqual(a, b) {
+			t.Errorf("optional fields changed the command:\n got %+v\nwant %+v", b, a)
+		}
+	}
+	// In a batch: each command is length-prefixed, its fields inside.
+	cmd := encodeCommandFields(c, CodecV3, optional)
+	body := cmd[2 : len(cmd)-entryTrailer]
+	batch := []byte{byte(TypeBatch), CodecV3, 2}
+	for range 2 {
+		batch = append(appendUvarintForTest(batch, len(body)), body...)
+	}
+	if _, got, err := DecodeEntry(sealEntry(batch)); err != nil || len(got) != 2 {
+		t.Fatalf("batch with optional fields: %v %d", err, len(got))
+	}
+
+	must := encodeCommandFields(c, CodecV3, []field{{tag: 3, val: []byte("x")}, {tag: 7, must: true, val: []byte{1}}})
+	_, got, err := DecodeEntry(must)
+	var fe *FormatError
+	if !errors.As(err, &fe) || errors.Is(err, ErrCorrupt) || len(got) != 0 {
+		t.Fatalf("must-understand field: %v, %d commands; want a FormatError", err, len(got))
+	}
+	if want := "log entry needs a newer rookery (log format 3, field 7 it must understand; this node reads up to 3)"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	// A node held at format 2 refuses a format 3 entry the same way, whatever
+	// it holds, and still reads damage as damage.
+	_, _, err = decodeEntry(EncodeCommand(c), CodecV2)
+	if !errors.As(err, &fe) || fe.Format != CodecV3 || fe.Max != CodecV2 || fe.What != "" {
+		t.Fatalf("format 3 entry on a format 2 node: %v", err)
+	}
+	damaged := EncodeCommand(c)
+	damaged[5] ^= 1
+	if _, _, err := decodeEntry(damaged, CodecV2); !errors.Is(err, ErrChecksum) {
+		t.Fatalf("damaged format 3 entry on a format 2 node: %v, want ErrChecksum", err)
+	}
+	if _, got, err := decodeEntry(EncodeCommandVersion(c, CodecV2), CodecV2); err != nil || len(got) != 1 {
+		t.Fatalf("format 2 entry on a format 2 node: %v", err)
+	}
+}
+
+func appendUvarintForTest(b []byte, n int) []byte {
+	for n >= 0x80 {
+		b = append(b, byte(n)|0x80)
+		n >>= 7
+	}
+	return append(b, byte(n))
+}
+
+// TestApplyHaltsOnNewerFormat: a state machine that reads up to format 2 (an
+// older build, or a node held there) applies format 2 entries and stops before
+// a format 3 one, saying the node needs upgrading rather than that the log is
+// corrupt; one that reads format 3 applies both, ignoring an optional field.
+func TestApplyHaltsOnNewerFormat(t *testing.T) {
+	old := New(Options{MaxFormat: CodecV2})
+	cur := New(Options{})
+	log := []*raft.Log{
+		{Index: 1, Type: raft.LogCommand, Data: EncodeCommandVersion(add(FamilyBF, "k", "a"), CodecV2)},
+		{Index: 2, Type: raft.LogCommand, Data: encodeCommandFields(add(FamilyBF, "k", "b"), CodecV3, []field{{tag: 5, val: []byte("?")}})},
+		{Index: 3, Type: raft.LogCommand, Data: EncodeCommandVersion(add(FamilyBF, "k", "c"), CodecV2)},
+	}
+	out := old.ApplyBatch(log)
+	if r, ok := out[0].(*Result); !ok || r.Err != nil {
+		t.Fatalf("format 2 entry: %v", out[0])
+	}
+	h := old.Halted()
+	if h == nil || out[1] != h || out[2] != h || old.AppliedIndex() != 1 {
+		t.Fatalf("format 3 entry on a format 2 node: %v %v, applied %d", out[1], out[2], old.AppliedIndex())
+	}
+	want := "log entry at index 2 needs a newer rookery (log format 3; this node reads up to 2): upgrade this node"
+	if h.Error() != want || errors.Is(h, ErrCorrupt) || !errors.Is(h, ErrNewerFormat) {
+		t.Fatalf("halt %q, want %q (and not ErrCorrupt)", h.Error(), want)
+	}
+	for i, r := range cur.ApplyBatch(log) {
+		if r, ok := r.(*Result); !ok || r.Err != nil || r.Ints[0] != 1 {
+			t.Fatalf("entry %d on a format 3 node: %v", i+1, r)
+		}
+	}
+	if cur.Halted() != nil || cur.AppliedIndex() != 3 {
+		t.Fatalf("format 3 node: halted %v, applied %d", cur.Halted(), cur.AppliedIndex())
+	}
+	// A must-understand field it does not know halts even a current node.
+	r := cur.Apply(&raft.Log{Index: 4, Type: raft.LogCommand,
+		Data: encodeCommandFields(add(FamilyBF, "k", "d"), CodecV3, []field{{tag: 2, must: true}})})
+	want = "log entry at index 4 needs a newer rookery (log format 3, field 2 it must understand; this node reads up to 3): upgrade this node"
+	if h, ok := r.(*Halt); !ok || h.Error() != want {
+		t.Fatalf("must-understand field: %v, want %q", r, want)
+	}
+}
+
+// FuzzDecodeEntry: decoding never panics, what fails is damage or a newer
+// format and nothing else, a node held at an older format reads no more than
+// a current one, and whatever decodes re-encodes to an entry that decodes to
+// the same commands.
 func FuzzDecodeEntry(f *testing.F) {
 	for _, c := range sampleCommands() {
 		f.Add(EncodeCommand(c))
@@ -234,8 +376,21 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(EncodeBatch(sampleCommands()))
 	f.Add(EncodeNoop(CodecVersion))
 	f.Add(EncodeCommandVersion(sampleCommands()[0], CodecV1))
+	f.Add(EncodeBatchVersion(sampleCommands(), CodecV2))
+	f.Add(encodeCommandFields(sampleCommands()[2], CodecV3, []field{{tag: 1, val: []byte("a")}, {tag: 9, must: true}}))
+	f.Add(encodeCommandFields(sampleCommands()[5], CodecV3, []field{{tag: 4, val: []byte{0, 1}}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		typ, cs, err := DecodeEntry(data)
+		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNewerFormat) {
+			t.Fatalf("error neither damage nor a newer format: %v", err)
+		}
+		for v := byte(CodecV1); v < CodecVersion; v++ {
+			_, held, herr := decodeEntry(data, v)
+			// (A type a newer node may skip is skipped whatever its version.)
+			if herr == nil && len(held) > 0 && (err != nil || len(held) != len(cs)) {
+				t.Fatalf("a node held at format %d read what a current one did not: %v", v, err)
+			}
+		}
 		if err != nil || len(cs) == 0 {
 			return
 		}

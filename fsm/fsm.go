@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -20,6 +21,10 @@ type Options struct {
 	SessionTTL time.Duration
 	// Logger receives the state machine's few messages; nil means slog.Default().
 	Logger *slog.Logger
+	// MaxFormat, when set, is the highest log format (codec version) applied:
+	// the node halts at an entry above it, as a build of that format would.
+	// Zero means CodecVersion.
+	MaxFormat byte
 }
 
 // DefaultSessionTTL is the session lifetime when Options.SessionTTL is zero.
@@ -32,6 +37,7 @@ type FSM struct {
 	log        *slog.Logger
 	reg        *registry
 	sessionTTL int64 // ns
+	maxFormat  byte  // the highest log format applied (Options.MaxFormat)
 
 	// applyMu serialises Apply, Snapshot and Restore. raft calls them from one
 	// goroutine, but tests and fakes may not.
@@ -65,6 +71,10 @@ type Halt struct {
 }
 
 func (h *Halt) Error() string {
+	var fe *FormatError
+	if errors.As(h.Err, &fe) {
+		return fmt.Sprintf("log entry at index %d needs a newer rookery (%s): upgrade this node", h.Index, fe.Detail())
+	}
 	return fmt.Sprintf("corrupt log entry at index %d: %v", h.Index, h.Err)
 }
 
@@ -78,7 +88,11 @@ func New(opts Options) *FSM {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.MaxFormat == 0 || opts.MaxFormat > CodecVersion {
+		opts.MaxFormat = CodecVersion
+	}
 	f := &FSM{
+		maxFormat:  opts.MaxFormat,
 		log:        opts.Logger.With("component", "fsm"),
 		reg:        newRegistry(),
 		sessionTTL: int64(opts.SessionTTL),
@@ -135,7 +149,7 @@ func (f *FSM) applyLog(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil // configuration changes: nothing of ours
 	}
-	t, cmds, err := DecodeEntry(l.Data)
+	t, cmds, err := decodeEntry(l.Data, f.maxFormat)
 	if err != nil {
 		// Damaged on disk or on the way: applying anything else would fork the
 		// replicas and skipping it would lose a write. Stop here, say so, and
@@ -143,6 +157,11 @@ func (f *FSM) applyLog(l *raft.Log) any {
 		h := &Halt{Index: l.Index, Err: err}
 		f.halt.Store(h)
 		close(f.haltCh)
+		if errors.Is(err, ErrNewerFormat) {
+			f.log.Error(h.Error()+"; this node stops applying the log until it runs a build that reads it",
+				"index", l.Index)
+			return h
+		}
 		f.log.Error("corrupt log entry: this node stops applying the log; stop it and run `rookery recover` "+
 			"(see README, Recovering a node)", "index", l.Index, "err", err)
 		return h

@@ -7,8 +7,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/rookerydb/rookery/filters"
 )
@@ -112,13 +112,20 @@ func TestSnapshotIsFrozen(t *testing.T) {
 	}
 }
 
-// slowSink is a sink that gives other goroutines the processor on every write,
-// so that a snapshot streams while writes are applied.
-type slowSink struct{ memSink }
+// gatedSink is a sink whose first write waits for gate to close, so that a
+// snapshot is sure to be mid-stream while writes are applied, and which then
+// yields on every write so that the stream and later writes interleave.
+type gatedSink struct {
+	memSink
+	gate   chan struct{}
+	writes atomic.Int64
+}
 
-func (s *slowSink) Write(p []byte) (int, error) {
+func (s *gatedSink) Write(p []byte) (int, error) {
+	if s.writes.Add(1) == 1 {
+		<-s.gate
+	}
 	runtime.Gosched()
-	time.Sleep(50 * time.Microsecond)
 	return s.memSink.Write(p)
 }
 
@@ -149,19 +156,19 @@ func TestSnapshotStreamsWhileWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	frozen := h.f.reg.byKey["bf"].f
-	sink := &slowSink{}
+	sink := &gatedSink{gate: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() { done <- s.Persist(sink) }()
 	for i := 0; ; i++ {
+		if i == 200 {
+			close(sink.gate) // 200 rounds written while the stream waited
+		}
 		select {
 		case err := <-done:
 			if err != nil {
 				t.Fatal(err)
 			}
 			s.Release()
-			if i < 100 {
-				t.Fatalf("only %d rounds of writes ran while the snapshot streamed", i)
-			}
 			if !bytes.Equal(sink.Bytes(), want) {
 				t.Fatal("the snapshot streamed writes applied after it was taken")
 			}

@@ -476,16 +476,18 @@ func TestServerDefaultReadLevel(t *testing.T) {
 // TestServerIdleTimeout: a connection that sends nothing for IdleTimeout is
 // closed; one that keeps sending is not.
 func TestServerIdleTimeout(t *testing.T) {
-	const idle = 200 * time.Millisecond
+	// Long enough that the active client's pauses, a tenth of it, stay well
+	// under it on a loaded machine.
+	const idle = time.Second
 	ts := mustStartServer(t, Config{IdleTimeout: idle})
 	start := time.Now()
 	quiet, active := dialRaw(t, ts.addr), dialRaw(t, ts.addr)
 	quiet.do("PING")
-	for time.Since(start) < 3*idle {
+	for time.Since(start) < 2*idle {
 		if got := active.do("PING"); got != "+PONG\r\n" {
 			t.Fatalf("active connection after %v: %q", time.Since(start), got)
 		}
-		time.Sleep(idle / 4)
+		time.Sleep(idle / 10)
 	}
 	quiet.expectClosed()
 	if d := time.Since(start); d < idle {

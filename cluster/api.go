@@ -53,6 +53,10 @@ type Status struct {
 	Filters      int    `json:"filters"`
 	MemoryBytes  uint64 `json:"memory_bytes"`
 	Ready        bool   `json:"ready"`
+	// LogFormat is the highest log format the node applies (and advertises);
+	// LogFormatUse, on the leader, is the one it writes entries in now.
+	LogFormat    int `json:"log_format"`
+	LogFormatUse int `json:"log_format_in_use,omitempty"`
 	// Problem says what keeps the node from serving, when something does.
 	Problem string `json:"problem,omitempty"`
 }

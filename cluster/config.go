@@ -71,6 +71,10 @@ type Config struct {
 
 	// SessionTTL: how long an idle client session is remembered (exactly-once).
 	SessionTTL time.Duration
+	// MaxLogFormat, when set below fsm.CodecVersion, holds the node at an
+	// older log format, as an older build: it advertises that format and halts
+	// at an entry above it (tests of rolling upgrades; codec.go).
+	MaxLogFormat byte
 
 	Logger   *slog.Logger
 	Registry *prometheus.Registry // nil: metrics are not registered

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
-
-	"github.com/rookerydb/rookery/fsm"
 )
 
 // meta is what each member gossips about itself.
@@ -195,7 +193,7 @@ func (n *Node) members() []member {
 
 // localMeta is this node's own metadata.
 func (n *Node) localMeta() meta {
-	m := meta{ID: n.cfg.ID, Raft: n.raftAdvertise, RESP: n.cfg.RESPAddr, HTTP: n.cfg.HTTPAddr, Codec: fsm.CodecVersion,
+	m := meta{ID: n.cfg.ID, Raft: n.raftAdvertise, RESP: n.cfg.RESPAddr, HTTP: n.cfg.HTTPAddr, Codec: int(n.logFormat()),
 		Member: n.heal.book.get().Member}
 	if n.disk != nil {
 		if err := n.disk.refuse(); err != nil {

@@ -62,7 +62,8 @@ type Node struct {
 	warnMu sync.Mutex
 	warned map[string]time.Time // warnEvery's last line per key
 
-	fwdCodec atomic.Uint32 // the codec version forwarded writes use (codec.go)
+	fwdCodec  atomic.Uint32 // the codec version forwarded writes use (codec.go)
+	codecUsed atomic.Uint32 // the codec version this node last wrote entries in as leader
 
 	metrics *metrics
 
@@ -107,7 +108,7 @@ func New(c Config) (*Node, error) {
 		raftDown:  make(chan struct{}),
 		raftUp:    make(chan struct{}),
 	}
-	n.fsm = fsm.New(fsm.Options{SessionTTL: cfg.SessionTTL, Logger: cfg.Logger})
+	n.fsm = fsm.New(fsm.Options{SessionTTL: cfg.SessionTTL, Logger: cfg.Logger, MaxFormat: n.logFormat()})
 	n.metrics = newMetrics(n, cfg.Registry)
 	n.leaderGate = newGate(n.leaderReadIndex)
 	n.remoteGate = newGate(n.remoteReadIndex)
@@ -372,6 +373,8 @@ func (n *Node) Status() Status {
 		Filters:      n.fsm.Len(),
 		MemoryBytes:  n.fsm.MemoryBytes(),
 		Ready:        n.Ready(),
+		LogFormat:    int(n.logFormat()),
+		LogFormatUse: n.LogFormatInUse(),
 	}
 	if !st.Ready {
 		st.Problem = n.Problem()

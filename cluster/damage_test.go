@@ -315,13 +315,15 @@ func TestEntryCodecFollowsTheVoters(t *testing.T) {
 		t.Fatalf("entry version %d with every voter current, want %d", v, fsm.CodecVersion)
 	}
 	old := tc.nodes[tc.followers()[0]]
-	m := old.localMeta()
-	m.Codec = 0 // as a build before versions were gossiped
-	old.delegate.set(m)
-	if err := old.ml.UpdateNode(time.Second); err != nil {
-		t.Fatal(err)
-	}
 	eventually(t, 10*time.Second, "a version 1 entry", func() bool {
+		// Set again each round: the node regossips its own metadata when its
+		// membership changes (heal.go), which would undo a single setting.
+		m := old.localMeta()
+		m.Codec = 0 // as a build before versions were gossiped
+		old.delegate.set(m)
+		if err := old.ml.UpdateNode(time.Second); err != nil {
+			t.Fatal(err)
+		}
 		mustSubmit(t, l, bfAdd("k", "b"))
 		return lastEntryVersion() == fsm.CodecV1
 	})

@@ -58,6 +58,7 @@ type options struct {
 	pprof            bool
 	reads            string
 	faults           bool
+	maxLogFormat     uint
 
 	tlsCA         string
 	tlsCert       string
@@ -117,6 +118,7 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.insecure, "insecure", false, "allow plain-text Raft, gossip, RESP and HTTP on addresses other than loopback (a trusted network only)")
 	fs.BoolVar(&o.metricsPublic, "metrics-public", false, "serve /metrics without credentials")
 	fs.StringVar(&o.reads, "read-consistency", "linearizable", "how new RESP connections read until they send READONLY or READWRITE: linearizable or stale")
+	fs.UintVar(&o.maxLogFormat, "max-log-format", 0, "for upgrade tests only: hold this node at log format N, as a build that reads no later one would (0: this build's)")
 	fs.BoolVar(&o.faults, "fault-injection", false, "for fault-injection tests only: serve POST /debug/faults/cut?peer=RAFTADDR and /debug/faults/heal, which break and restore this node's Raft links (needs an explicit --raft-addr or --raft-advertise)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
 	return fs

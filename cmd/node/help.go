@@ -32,6 +32,7 @@ var flagGroups = []struct {
 // the command line and the environment.
 var hiddenFlags = map[string]bool{
 	"fault-injection": true,
+	"max-log-format":  true,
 }
 
 // commandSummaries are the subcommands as -h lists them, in this order; a

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/fsm"
 	"github.com/rookerydb/rookery/internal/certs"
 	"github.com/rookerydb/rookery/internal/gcpace"
 	"github.com/rookerydb/rookery/transport"
@@ -193,6 +194,9 @@ func (o *options) clusterConfig(respAddr, httpAddr string) (cluster.Config, erro
 	if err != nil {
 		return cluster.Config{}, err
 	}
+	if o.maxLogFormat > fsm.CodecVersion {
+		return cluster.Config{}, fmt.Errorf("--max-log-format %d: this build reads log formats 1 to %d", o.maxLogFormat, fsm.CodecVersion)
+	}
 	return cluster.Config{
 		ID:                 o.id,
 		DataDir:            o.dataDir,
@@ -216,6 +220,7 @@ func (o *options) clusterConfig(respAddr, httpAddr string) (cluster.Config, erro
 		SnapshotInterval:   o.snapshotInterval,
 		TrailingLogs:       o.trailingLogs,
 		ApplyTimeout:       o.applyTimeout,
+		MaxLogFormat:       byte(o.maxLogFormat),
 	}, nil
 }
 

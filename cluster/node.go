@@ -316,6 +316,9 @@ func (n *Node) Problem() string {
 		return why + "; " + n.rejoinAdvice()
 	}
 	if h := n.fsm.Halted(); h != nil {
+		if errors.Is(h.Err, fsm.ErrNewerFormat) {
+			return h.Error() // it says: upgrade this node
+		}
 		return h.Error() + "; stop the node and run `rookery recover --data-dir " + n.cfg.DataDir + "`"
 	}
 	if err := n.disk.refuse(); err != nil {

@@ -125,6 +125,11 @@ func checkEntry(logs raft.LogStore, i uint64, sc *logScan) (why string, writes i
 	switch l.Type {
 	case raft.LogCommand:
 		_, cmds, err := fsm.DecodeEntry(l.Data)
+		if errors.Is(err, fsm.ErrNewerFormat) {
+			// Intact, from a newer build (a rollback): not damage. Applying it
+			// halts with "needs a newer rookery", which says what to do.
+			return "", 0
+		}
 		if err != nil {
 			return err.Error(), 0
 		}
@@ -272,8 +277,8 @@ func (v verifiedStore) GetLog(index uint64, l *raft.Log) error {
 	case l.Index != index:
 		bad = fmt.Errorf("stored under index %d but says it is %d", index, l.Index)
 	case l.Type == raft.LogCommand:
-		if _, _, err := fsm.DecodeEntry(l.Data); err != nil {
-			bad = err
+		if _, _, err := fsm.DecodeEntry(l.Data); err != nil && !errors.Is(err, fsm.ErrNewerFormat) {
+			bad = err // an entry of a newer build is intact: the FSM says what it needs
 		}
 	}
 	if bad != nil {

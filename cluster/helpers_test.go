@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -212,6 +213,13 @@ func mustSubmit(t *testing.T, n *Node, c *fsm.Command) *fsm.Result {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r, err := submit(ctx, n, c)
+	// As a client does: a write refused for want of a leader was not applied,
+	// so it is sent again until a leader is known (an election may be under
+	// way on a loaded machine).
+	for (errors.Is(err, ErrNoLeader) || errors.Is(err, ErrNotLeader)) && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+		r, err = submit(ctx, n, c)
+	}
 	if err != nil {
 		t.Fatalf("submit to %s: %v", n.ID(), err)
 	}

@@ -1,14 +1,20 @@
 # Rookery's everyday targets. `make test` is the command README.md gives and CI runs.
 GO ?= go
 
-.PHONY: test build run fuzz bench jepsen cluster-up cluster-down
+.PHONY: test lint build run fuzz bench jepsen cluster-up cluster-down
 
 # docker compose (the plugin) or docker-compose (Debian's package), whichever exists.
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
-test:
-	$(GO) vet ./...
+# Style first (gofmt, vet, staticcheck pinned in tools/go.mod), then every test
+# under the race detector.
+test: lint
 	$(GO) test -race ./...
+
+lint:
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) tool -modfile=tools/go.mod staticcheck ./...
 
 # The commit `rookery version` reports where Go stamps none (-buildvcs=false).
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)

@@ -219,7 +219,7 @@ func TestRecoverRejoinsFromPeers(t *testing.T) {
 // takes one that covers the entry; the follower ends with every write.
 func TestLeaderSendsSnapshotForDamagedEntry(t *testing.T) {
 	tc := newTestCluster(t, 3, nil)
-	_, l := tc.leader(10 * time.Second)
+	tc.leader(10 * time.Second) // a cluster with a leader, before one of them stops
 	f := tc.followers()[0]
 	tc.crash(f)
 	var items []string
@@ -229,7 +229,7 @@ func TestLeaderSendsSnapshotForDamagedEntry(t *testing.T) {
 		items = append(items, item)
 	}
 	// Damage x-010's entry in the leader's store, under its cache.
-	_, l = tc.leader(10 * time.Second)
+	_, l := tc.leader(10 * time.Second)
 	first, _ := l.store.FirstIndex()
 	last, _ := l.store.LastIndex()
 	damaged := false

@@ -42,7 +42,7 @@ func mustSource(t *testing.T, ca, node Pair) *Source {
 
 // handshake runs one TLS handshake over a pipe and returns each side's error and
 // the certificate the client saw.
-func handshake(t *testing.T, server, client *tls.Config) (serverErr, clientErr error, seen *x509.Certificate) {
+func handshake(t *testing.T, server, client *tls.Config) (seen *x509.Certificate, serverErr, clientErr error) {
 	t.Helper()
 	a, b := net.Pipe()
 	defer a.Close()
@@ -71,7 +71,7 @@ func handshake(t *testing.T, server, client *tls.Config) (serverErr, clientErr e
 		seen = cc.ConnectionState().PeerCertificates[0]
 	}
 	b.Close()
-	return <-done, clientErr, seen
+	return seen, <-done, clientErr
 }
 
 func TestIssueNamesAndUsages(t *testing.T) {
@@ -119,21 +119,21 @@ func TestMutualTLS(t *testing.T) {
 	other := mustCA(t)
 	stranger := mustSource(t, other, mustIssue(t, other, "n1"))
 
-	if se, ce, seen := handshake(t, n1.PeerServerConfig(), n2.PeerClientConfig()); se != nil || ce != nil {
+	if seen, se, ce := handshake(t, n1.PeerServerConfig(), n2.PeerClientConfig()); se != nil || ce != nil {
 		t.Fatalf("members: server %v, client %v", se, ce)
 	} else if seen.Subject.CommonName != "n1" {
 		t.Fatalf("client saw %q", seen.Subject.CommonName)
 	}
 	// A client without a certificate, and one from another CA, are refused.
 	noCert := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}
-	if se, _, _ := handshake(t, n1.PeerServerConfig(), noCert); se == nil {
+	if _, se, _ := handshake(t, n1.PeerServerConfig(), noCert); se == nil {
 		t.Fatal("a client without a certificate was accepted")
 	}
-	if se, _, _ := handshake(t, n1.PeerServerConfig(), stranger.PeerClientConfig()); se == nil {
+	if _, se, _ := handshake(t, n1.PeerServerConfig(), stranger.PeerClientConfig()); se == nil {
 		t.Fatal("a client with another CA's certificate was accepted")
 	}
 	// A member does not talk to a server of another CA either.
-	if _, ce, _ := handshake(t, stranger.PeerServerConfig(), n2.PeerClientConfig()); ce == nil {
+	if _, _, ce := handshake(t, stranger.PeerServerConfig(), n2.PeerClientConfig()); ce == nil {
 		t.Fatal("a member accepted a server of another CA")
 	}
 }
@@ -187,7 +187,7 @@ func TestReloadRotatesAndKeepsGoodMaterial(t *testing.T) {
 	}
 	client := mustSource(t, ca, mustIssue(t, ca, "client")).PeerClientConfig()
 	server := s.PeerServerConfig() // made once: reloads reach it
-	if _, _, seen := handshake(t, server, client); seen == nil || seen.Subject.CommonName != "first" {
+	if seen, _, _ := handshake(t, server, client); seen == nil || seen.Subject.CommonName != "first" {
 		t.Fatalf("before rotation: %v", seen)
 	}
 
@@ -199,7 +199,7 @@ func TestReloadRotatesAndKeepsGoodMaterial(t *testing.T) {
 	if _, err := s.Reload(); err == nil {
 		t.Fatal("a certificate with another's key was loaded")
 	}
-	if _, _, seen := handshake(t, server, client); seen == nil || seen.Subject.CommonName != "first" {
+	if seen, _, _ := handshake(t, server, client); seen == nil || seen.Subject.CommonName != "first" {
 		t.Fatalf("after a failed reload: %v", seen)
 	}
 
@@ -220,7 +220,7 @@ func TestReloadRotatesAndKeepsGoodMaterial(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the change was not noticed")
 	}
-	if _, _, seen := handshake(t, server, client); seen == nil || seen.Subject.CommonName != "second" {
+	if seen, _, _ := handshake(t, server, client); seen == nil || seen.Subject.CommonName != "second" {
 		t.Fatalf("after rotation: %v", seen)
 	}
 	if s.Leaf().Subject.CommonName != "second" {

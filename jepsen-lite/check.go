@@ -64,6 +64,12 @@ var bloomModel = porcupine.NondeterministicModel{
 		return nil
 	},
 	DescribeOperation: describe,
+	DescribeState: func(state any) string {
+		if state.(bool) {
+			return "added"
+		}
+		return "absent"
+	},
 }
 
 // cuckooModel: the state is how many copies of the item the filter holds.
@@ -99,6 +105,7 @@ var cuckooModel = porcupine.NondeterministicModel{
 		return nil
 	},
 	DescribeOperation: describe,
+	DescribeState:     func(state any) string { return fmt.Sprintf("%d held", state.(int)) },
 }
 
 func describe(input, output any) string {
@@ -123,15 +130,33 @@ func toPorcupine(ops []op, kinds ...kind) []porcupine.Operation {
 	return out
 }
 
+// keyCheck is the linearizability check of one filter's history, with what
+// porcupine needs to draw it.
+type keyCheck struct {
+	key    string
+	ops    int
+	result porcupine.CheckResult
+	model  porcupine.Model
+	info   porcupine.LinearizationInfo
+}
+
+// checkKeys checks the Bloom and the cuckoo histories, in that order.
+func checkKeys(ops []op, timeout time.Duration) []keyCheck {
+	check := func(key string, m porcupine.NondeterministicModel, kinds ...kind) keyCheck {
+		h := toPorcupine(ops, kinds...)
+		c := keyCheck{key: key, ops: len(h), result: porcupine.Ok, model: m.ToModel()}
+		if len(h) > 0 { // porcupine waits out its timeout on an empty history
+			c.result, c.info = porcupine.CheckOperationsVerbose(c.model, h, timeout)
+		}
+		return c
+	}
+	return []keyCheck{check(bloomKey, bloomModel, bfAdd, bfExists), check(cuckooKey, cuckooModel, cfAdd, cfDel, cfExists)}
+}
+
 // linearizable checks the Bloom and the cuckoo histories.
 func linearizable(ops []op, timeout time.Duration) (bloom, cuckoo porcupine.CheckResult) {
-	check := func(m porcupine.NondeterministicModel, h []porcupine.Operation) porcupine.CheckResult {
-		if len(h) == 0 {
-			return porcupine.Ok // porcupine waits out its timeout on an empty history
-		}
-		return porcupine.CheckOperationsTimeout(m.ToModel(), h, timeout)
-	}
-	return check(bloomModel, toPorcupine(ops, bfAdd, bfExists)), check(cuckooModel, toPorcupine(ops, cfAdd, cfDel, cfExists))
+	c := checkKeys(ops, timeout)
+	return c[0].result, c[1].result
 }
 
 // expectation is what the final state of the filters must satisfy.

@@ -19,12 +19,33 @@
 //   - the cuckoo filter's item count on every node lies in the range the
 //     history allows, so no write was lost or applied twice.
 //
-// It exits 1 if a check failed. The run stops by itself after -duration.
+// With -out DIR it keeps, on every run, the history (history.jsonl: one
+// operation per line with its worker, kind, key, item, call and return times,
+// outcome ok, fail or unknown, and result), a summary (summary.json: operations
+// by kind and outcome, the faults with their times and whether they hit the
+// leader, the spans of a second or more with no successful operation, latency
+// percentiles, the verdict and the checks that failed), and porcupine's
+// visualization of each filter's history (KEY.html). A failed run also keeps
+// the nodes' data directories and logs in DIR/nodes/; without -out it keeps
+// all of these in a temporary directory whose path it prints. Everything else
+// it removes, whatever the outcome.
+//
+// Its exit code says which check failed, the first of them in this order:
+//
+//	0  every check passed
+//	1  setup or infrastructure error (flags, build, cluster start, nemesis, artifacts)
+//	2  a history is not linearizable
+//	3  an acknowledged write is missing from a node
+//	4  the cuckoo item count is outside what the history allows: a write lost or applied twice
+//	5  a node did not recover after healing, or did not answer the final reads
+//
+// The run stops by itself after -duration.
 package main
 
 import (
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"strings"
@@ -33,51 +54,120 @@ import (
 	"github.com/rookerydb/rookery/internal/nodeproc"
 )
 
-func main() {
+// Exit codes.
+const (
+	exitOK           = 0
+	exitSetup        = 1
+	exitNotLinear    = 2
+	exitAckedLost    = 3
+	exitCount        = 4
+	exitNotRecovered = 5
+	failedDirPrefix  = "jepsen-lite-failed-"
+	workDirPrefix    = "jepsen-lite-"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// exitCode is the exit code of a report: that of its first failed check in
+// the order of the codes.
+func exitCode(rep *Report) int {
+	for _, c := range []struct {
+		check string
+		code  int
+	}{{checkLinearizable, exitNotLinear}, {checkAckedKept, exitAckedLost}, {checkCount, exitCount},
+		{checkRecovery, exitNotRecovered}} {
+		for _, f := range rep.FailedChecks {
+			if f == c.check {
+				return c.code
+			}
+		}
+	}
+	if !rep.OK {
+		return exitSetup
+	}
+	return exitOK
+}
+
+// run is the command: it returns the exit code once everything it made is
+// cleaned up, except the artifacts it was asked or has reason to keep.
+func run(args []string, stdout, stderr io.Writer) int {
+	logger := log.New(stderr, "", log.LstdFlags)
+	fl := flag.NewFlagSet("jepsen-lite", flag.ContinueOnError)
+	fl.SetOutput(stderr)
 	var cfg Config
-	bin := flag.String("bin", "", "rookery binary to run (default: build it)")
-	faults := flag.String("faults", "kill,pause,term,partition", "faults to inject: kill, pause, term, partition, or none")
-	flag.IntVar(&cfg.Nodes, "nodes", 3, "cluster size")
-	flag.IntVar(&cfg.Workers, "workers", 8, "concurrent clients")
-	flag.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the workload runs")
-	flag.DurationVar(&cfg.Interval, "interval", 2*time.Second, "pause between faults")
-	flag.DurationVar(&cfg.Hold, "hold", 2*time.Second, "how long a fault lasts")
-	flag.DurationVar(&cfg.OpTimeout, "op-timeout", 10*time.Second, "per operation, retries included")
-	flag.Uint64Var(&cfg.Seed, "seed", uint64(time.Now().UnixNano()), "seed of the nemesis's choices")
-	flag.BoolVar(&cfg.TLS, "tls", false, "secure the cluster: mutual TLS between nodes, gossip key, password, RESP and HTTP over TLS")
-	nodeFlags := flag.String("node-flags", "", "extra flags for every node, space separated (e.g. to check that the checker catches --read-consistency stale)")
-	flag.Parse()
+	bin := fl.String("bin", "", "rookery binary to run (default: build it)")
+	faults := fl.String("faults", "kill,pause,term,partition", "faults to inject: kill, pause, term, partition, or none")
+	out := fl.String("out", "", "directory to keep the history, summary and visualizations in (and, on failure, the nodes' data and logs)")
+	fl.IntVar(&cfg.Nodes, "nodes", 3, "cluster size")
+	fl.IntVar(&cfg.Workers, "workers", 8, "concurrent clients")
+	fl.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the workload runs")
+	fl.DurationVar(&cfg.Interval, "interval", 2*time.Second, "pause between faults")
+	fl.DurationVar(&cfg.Hold, "hold", 2*time.Second, "how long a fault lasts")
+	fl.DurationVar(&cfg.OpTimeout, "op-timeout", 10*time.Second, "per operation, retries included")
+	fl.Uint64Var(&cfg.Seed, "seed", uint64(time.Now().UnixNano()), "seed of the nemesis's choices")
+	fl.BoolVar(&cfg.TLS, "tls", false, "secure the cluster: mutual TLS between nodes, gossip key, password, RESP and HTTP over TLS")
+	nodeFlags := fl.String("node-flags", "", "extra flags for every node, space separated (e.g. to check that the checker catches --read-consistency stale)")
+	if err := fl.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return exitOK
+		}
+		return exitSetup
+	}
 	cfg.NodeFlags = strings.Fields(*nodeFlags)
 	if *faults != "none" {
 		cfg.Faults = strings.Split(*faults, ",")
 		for _, f := range cfg.Faults {
 			if f != faultKill && f != faultPause && f != faultTerm && f != faultPartition {
-				log.Fatalf("unknown fault %q", f)
+				logger.Printf("unknown fault %q", f)
+				return exitSetup
 			}
 		}
 	}
-	dir, err := os.MkdirTemp("", "jepsen-lite-")
+	dir, err := os.MkdirTemp("", workDirPrefix)
 	if err != nil {
-		log.Fatal(err)
+		logger.Print(err)
+		return exitSetup
 	}
 	defer os.RemoveAll(dir)
 	cfg.Dir = dir
 	cfg.Binary = *bin
 	if cfg.Binary == "" {
 		if cfg.Binary, err = nodeproc.Build(dir, false); err != nil {
-			log.Fatal(err)
+			logger.Print(err)
+			return exitSetup
 		}
 	}
-	cfg.Log = func(format string, args ...any) { log.Printf(format, args...) }
-	log.Printf("jepsen-lite: %d nodes, %d workers, %v, faults %v, seed %d, tls %v", cfg.Nodes, cfg.Workers, cfg.Duration, cfg.Faults, cfg.Seed, cfg.TLS)
+	cfg.Log = logger.Printf
+	logger.Printf("jepsen-lite: %d nodes, %d workers, %v, faults %v, seed %d, tls %v", cfg.Nodes, cfg.Workers, cfg.Duration, cfg.Faults, cfg.Seed, cfg.TLS)
 	rep, err := Run(cfg)
+	code := exitSetup
 	if err != nil {
-		log.Fatal(err)
+		logger.Print(err)
+		if rep != nil {
+			rep.fail("setup", "%v", err)
+		}
+	} else {
+		fmt.Fprint(stdout, rep.String())
+		code = exitCode(rep)
 	}
-	fmt.Print(rep.String())
-	if !rep.OK {
-		os.Exit(1)
+	if rep == nil || (*out == "" && code == exitOK) {
+		return code
 	}
+	keep := *out
+	if keep == "" {
+		if keep, err = os.MkdirTemp("", failedDirPrefix); err != nil {
+			logger.Print(err)
+			return code
+		}
+	}
+	if err := writeArtifacts(keep, cfg, rep, code); err != nil {
+		logger.Printf("artifacts: %v", err)
+		if code == exitOK {
+			code = exitSetup
+		}
+	}
+	fmt.Fprintf(stdout, "artifacts: %s\n", keep)
+	return code
 }
 
 // String is the report as a user reads it.

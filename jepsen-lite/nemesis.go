@@ -30,7 +30,21 @@ type nemesis struct {
 	hold     time.Duration // how long a fault lasts
 	rng      *rand.Rand
 	log      func(format string, args ...any)
+	now      func() int64 // the history's clock
+	logs     *nodeLogs    // keeps a node's log across its restarts
 	injected int
+	events   []faultEvent
+}
+
+// faultEvent is one fault as the summary reports it: times are ns since the
+// run began, from just before the fault to its healing.
+type faultEvent struct {
+	Kind   string `json:"kind"`
+	Node   string `json:"node"`
+	Leader bool   `json:"leader"` // the node led the cluster just before the fault
+	Start  int64  `json:"start_ns"`
+	End    int64  `json:"end_ns"`
+	Err    string `json:"error,omitempty"`
 }
 
 func (n *nemesis) run(ctx context.Context) error {
@@ -40,23 +54,33 @@ func (n *nemesis) run(ctx context.Context) error {
 			return nil
 		case <-time.After(n.interval):
 		}
-		victim := n.pick()
+		victim, leader := n.pick()
 		fault := n.faults[n.rng.IntN(len(n.faults))]
-		if err := n.inject(fault, victim); err != nil {
+		ev := faultEvent{Kind: fault, Node: victim.ID, Leader: leader, Start: n.now()}
+		err := n.inject(fault, victim)
+		ev.End = n.now()
+		if err != nil {
+			ev.Err = err.Error()
+		}
+		n.events = append(n.events, ev)
+		if err != nil {
 			return err
 		}
 		n.injected++
 	}
 }
 
-// pick chooses the leader half of the time, else any node.
-func (n *nemesis) pick() *nodeproc.Member {
+// pick chooses the leader half of the time, else any node, and says whether
+// the node it chose leads.
+func (n *nemesis) pick() (*nodeproc.Member, bool) {
 	if n.rng.IntN(2) == 0 {
 		if l, err := n.cluster.Leader(2 * time.Second); err == nil {
-			return l
+			return l, true
 		}
 	}
-	return n.cluster.Nodes[n.rng.IntN(len(n.cluster.Nodes))]
+	m := n.cluster.Nodes[n.rng.IntN(len(n.cluster.Nodes))]
+	l, err := n.cluster.Leader(500 * time.Millisecond)
+	return m, err == nil && l == m
 }
 
 func (n *nemesis) inject(fault string, m *nodeproc.Member) error {
@@ -110,6 +134,7 @@ func (n *nemesis) restart(m *nodeproc.Member) error {
 	if m.Alive() {
 		m.Kill()
 	}
+	n.logs.save(m)
 	if err := m.Restart(); err != nil {
 		return fmt.Errorf("restart %s: %w", m.ID, err)
 	}

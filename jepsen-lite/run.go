@@ -48,18 +48,40 @@ type Report struct {
 	HeldRange        [2]int64
 	Held             map[string]int64 // per node
 	Problems         []string
+	FailedChecks     []string // of the checks below, those that failed, each once
 	CheckDuration    time.Duration
 	WorkloadDuration time.Duration
+
+	// For the artifacts.
+	History  []op              // every operation, failed ones included, as the clients saw them
+	Keys     []keyCheck        // the linearizability check of each filter
+	Events   []faultEvent      // the faults injected
+	NodeDirs map[string]string // each node's data directory
+	NodeLogs map[string]string // each node's log, over all its restarts
 }
 
-func (r *Report) fail(format string, args ...any) {
+// The checks of a run; main maps each to an exit code.
+const (
+	checkLinearizable = "linearizable"      // every filter's history is linearizable
+	checkAckedKept    = "acknowledged-kept" // every acknowledged write is on every node
+	checkCount        = "item-count"        // no write lost or applied twice
+	checkRecovery     = "recovery"          // every node recovered and answered the final reads
+)
+
+func (r *Report) fail(check, format string, args ...any) {
 	r.OK = false
 	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+	if !slices.Contains(r.FailedChecks, check) {
+		r.FailedChecks = append(r.FailedChecks, check)
+	}
 }
 
 // Run starts a cluster, runs the workload with the nemesis, heals the cluster,
-// and checks the history and the final state.
+// and checks the history and the final state. Once the cluster has started,
+// the report it returns holds the nodes' logs and data directories even with
+// an error; the nodes are stopped when it returns.
 func Run(cfg Config) (*Report, error) {
+	rep := &Report{OK: true}
 	flags := cfg.NodeFlags
 	if slices.Contains(cfg.Faults, faultPartition) {
 		flags = append(flags, "--fault-injection")
@@ -72,19 +94,27 @@ func Run(cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer cl.Close()
+	logs := &nodeLogs{}
+	defer func() {
+		cl.Close()
+		rep.NodeDirs, rep.NodeLogs = map[string]string{}, map[string]string{}
+		for _, m := range cl.Nodes {
+			logs.save(m)
+			rep.NodeDirs[m.ID], rep.NodeLogs[m.ID] = m.Dir, logs.get(m.ID)
+		}
+	}()
 	ctx := context.Background()
 	c, err := client.New(ctx, client.Options{Addrs: cl.RESPAddrs(), RetryBackoff: 20 * time.Millisecond,
 		Password: sec.Password, TLS: sec.RESPTLSConfig()})
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
 	defer c.Close()
 	if err := c.CFReserve(ctx, cuckooKey, 1<<20, &client.CFReserveOptions{BucketSize: 4}); err != nil {
-		return nil, err
+		return rep, err
 	}
 	if err := c.BFReserve(ctx, bloomKey, 0.001, 1<<20, nil); err != nil {
-		return nil, err
+		return rep, err
 	}
 
 	h := newHistory()
@@ -100,7 +130,7 @@ func Run(cfg Config) (*Report, error) {
 		}(w)
 	}
 	nem := &nemesis{cluster: cl, faults: cfg.Faults, interval: cfg.Interval, hold: cfg.Hold,
-		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed)), log: cfg.Log}
+		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed)), log: cfg.Log, now: h.now, logs: logs}
 	nemErr := make(chan error, 1)
 	if len(cfg.Faults) > 0 {
 		go func() { nemErr <- nem.run(wctx) }()
@@ -108,34 +138,37 @@ func Run(cfg Config) (*Report, error) {
 		nemErr <- nil
 	}
 	wg.Wait()
-	if err := <-nemErr; err != nil {
-		return nil, fmt.Errorf("nemesis: %w", err)
-	}
+	nemesisErr := <-nemErr
 	end := h.now()
-	rep := &Report{OK: true, Faults: nem.injected, WorkloadDuration: time.Duration(end)}
+	rep.Faults, rep.Events, rep.WorkloadDuration, rep.History = nem.injected, nem.events, time.Duration(end), h.all()
+	if nemesisErr != nil {
+		return rep, fmt.Errorf("nemesis: %w", nemesisErr)
+	}
 	rep.Ops, rep.Failed, rep.Unknown = n.ok.Load(), n.failed.Load(), n.unknown.Load()
 
 	// Heal: every node running and ready.
 	for _, m := range cl.Nodes {
 		_ = m.Resume()
 		if !m.Alive() {
+			logs.save(m)
 			if err := m.Restart(); err != nil {
-				return nil, err
+				return rep, err
 			}
 		}
 		if err := m.WaitReady(30 * time.Second); err != nil {
-			rep.fail("%s did not recover: %v", m.ID, err)
+			rep.fail(checkRecovery, "%s did not recover: %v", m.ID, err)
 		}
 	}
 
 	start := time.Now()
 	ops := h.closed(end + 1)
-	rep.BloomLinear, rep.CuckooLinear = linearizable(ops, 2*time.Minute)
+	rep.Keys = checkKeys(ops, 2*time.Minute)
+	rep.BloomLinear, rep.CuckooLinear = rep.Keys[0].result, rep.Keys[1].result
 	if rep.BloomLinear != porcupine.Ok {
-		rep.fail("Bloom history not linearizable: %s", rep.BloomLinear)
+		rep.fail(checkLinearizable, "Bloom history not linearizable: %s", rep.BloomLinear)
 	}
 	if rep.CuckooLinear != porcupine.Ok {
-		rep.fail("cuckoo history not linearizable: %s", rep.CuckooLinear)
+		rep.fail(checkLinearizable, "cuckoo history not linearizable: %s", rep.CuckooLinear)
 	}
 	checkFinal(cl, expect(ops), rep)
 	rep.CheckDuration = time.Since(start)
@@ -179,35 +212,35 @@ func checkNode(ctx context.Context, r *redis.Client, id string, e expectation, r
 	for _, batch := range chunks(e.bloomPresent, 1000) {
 		got, err := r.BFMExists(ctx, bloomKey, batch...).Result()
 		if err != nil {
-			rep.fail("%s: BF.MEXISTS: %v", id, err)
+			rep.fail(checkRecovery, "%s: BF.MEXISTS: %v", id, err)
 			return
 		}
 		for i, ok := range got {
 			if !ok {
-				rep.fail("%s: acknowledged BF.ADD %v lost", id, batch[i])
+				rep.fail(checkAckedKept, "%s: acknowledged BF.ADD %v lost", id, batch[i])
 			}
 		}
 	}
 	for _, batch := range chunks(e.cuckooPresent, 1000) {
 		got, err := r.CFMExists(ctx, cuckooKey, batch...).Result()
 		if err != nil {
-			rep.fail("%s: CF.MEXISTS: %v", id, err)
+			rep.fail(checkRecovery, "%s: CF.MEXISTS: %v", id, err)
 			return
 		}
 		for i, ok := range got {
 			if !ok {
-				rep.fail("%s: acknowledged CF.ADD %v lost", id, batch[i])
+				rep.fail(checkAckedKept, "%s: acknowledged CF.ADD %v lost", id, batch[i])
 			}
 		}
 	}
 	info, err := r.CFInfo(ctx, cuckooKey).Result()
 	if err != nil {
-		rep.fail("%s: CF.INFO: %v", id, err)
+		rep.fail(checkRecovery, "%s: CF.INFO: %v", id, err)
 		return
 	}
 	rep.Held[id] = info.NumItemsInserted
 	if info.NumItemsInserted < e.minHeld || info.NumItemsInserted > e.maxHeld {
-		rep.fail("%s: cuckoo filter holds %d items, the history allows [%d, %d]: a write was lost or applied twice",
+		rep.fail(checkCount, "%s: cuckoo filter holds %d items, the history allows [%d, %d]: a write was lost or applied twice",
 			id, info.NumItemsInserted, e.minHeld, e.maxHeld)
 	}
 }

@@ -43,9 +43,10 @@ func worker(ctx context.Context, id int, c *client.Client, h *history, opTimeout
 				return out, true
 			case k.write() && errors.Is(err, client.ErrIndeterminate):
 				n.unknown.Add(1)
-				h.add(op{client: id, kind: k, item: item, call: call, unknown: true})
+				h.add(op{client: id, kind: k, item: item, call: call, ret: ret, unknown: true, err: err.Error()})
 			default:
 				n.failed.Add(1)
+				h.add(op{client: id, kind: k, item: item, call: call, ret: ret, failed: true, err: err.Error()})
 			}
 			return false, false
 		}

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/rookerydb/rookery/internal/nodeproc"
+)
+
+// nodeLogs keeps each node's log over its restarts: a process's log starts
+// afresh when it restarts, so what it wrote before is saved first.
+type nodeLogs struct {
+	mu   sync.Mutex
+	logs map[string]string
+}
+
+// save appends what m has logged since it last started; call it before
+// restarting m and once it has stopped for good.
+func (l *nodeLogs) save(m *nodeproc.Member) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.logs == nil {
+		l.logs = map[string]string{}
+	}
+	if l.logs[m.ID] != "" {
+		l.logs[m.ID] += "---- jepsen-lite: restarted ----\n"
+	}
+	l.logs[m.ID] += m.Logs()
+}
+
+func (l *nodeLogs) get(id string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.logs[id]
+}
+
+// histLine is one line of history.jsonl.
+type histLine struct {
+	Worker  int    `json:"worker"`
+	Kind    kind   `json:"kind"`
+	Key     string `json:"key"`
+	Item    string `json:"item"`
+	Call    int64  `json:"call_ns"`          // since the run began
+	Return  int64  `json:"return_ns"`        // when the client had its answer or gave up
+	Outcome string `json:"outcome"`          // ok, fail or unknown
+	Result  *bool  `json:"result,omitempty"` // the answer of an ok operation
+	Error   string `json:"error,omitempty"`  // why a failed or unknown one failed
+}
+
+// summary is summary.json.
+type summary struct {
+	Seed         uint64                  `json:"seed"`
+	Nodes        int                     `json:"nodes"`
+	Workers      int                     `json:"workers"`
+	Workload     time.Duration           `json:"workload_ns"`
+	Ops          map[kind]map[string]int `json:"ops"` // by kind, then outcome
+	Faults       []faultEvent            `json:"faults"`
+	FaultsByKind map[string]int          `json:"faults_by_kind"`
+	Unavailable  []window                `json:"unavailable"`
+	Latency      map[kind]latency        `json:"latency_ms"`   // of ok operations
+	Linearizable map[string]string       `json:"linearizable"` // by key: Ok, Illegal or Unknown
+	Held         map[string]int64        `json:"cuckoo_held"`
+	HeldRange    [2]int64                `json:"cuckoo_held_allowed"`
+	Verdict      string                  `json:"verdict"` // OK or FAILED
+	FailedChecks []string                `json:"failed_checks"`
+	ExitCode     int                     `json:"exit_code"`
+	Problems     []string                `json:"problems"`
+	Visualized   map[string]string       `json:"visualizations"` // by key, file name in the directory
+	NodeDirs     map[string]string       `json:"node_dirs,omitempty"`
+}
+
+// window is a span of at least unavailableAfter in which no operation
+// succeeded, in ns since the run began.
+type window struct {
+	Start int64 `json:"start_ns"`
+	End   int64 `json:"end_ns"`
+}
+
+// unavailableAfter is the shortest span without a successful operation that
+// the summary reports as unavailability.
+const unavailableAfter = time.Second
+
+type latency struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// summarize makes the summary of a run.
+func summarize(cfg Config, rep *Report, code int) summary {
+	s := summary{Seed: cfg.Seed, Nodes: cfg.Nodes, Workers: cfg.Workers, Workload: rep.WorkloadDuration,
+		Ops: map[kind]map[string]int{}, Faults: rep.Events, FaultsByKind: map[string]int{},
+		Latency: map[kind]latency{}, Linearizable: map[string]string{}, Held: rep.Held, HeldRange: rep.HeldRange,
+		Verdict: "OK", FailedChecks: rep.FailedChecks, ExitCode: code, Problems: rep.Problems,
+		Visualized: map[string]string{}}
+	if !rep.OK || code != exitOK {
+		s.Verdict = "FAILED"
+	}
+	if s.Faults == nil {
+		s.Faults = []faultEvent{}
+	}
+	for _, f := range rep.Events {
+		s.FaultsByKind[f.Kind]++
+	}
+	lat := map[kind][]int64{}
+	var okAt []int64
+	for _, o := range rep.History {
+		if s.Ops[o.kind] == nil {
+			s.Ops[o.kind] = map[string]int{}
+		}
+		s.Ops[o.kind][o.outcome()]++
+		if o.outcome() == "ok" {
+			lat[o.kind] = append(lat[o.kind], o.ret-o.call)
+			okAt = append(okAt, o.ret)
+		}
+	}
+	for k, ds := range lat {
+		slices.Sort(ds)
+		ms := func(q float64) float64 {
+			return float64(ds[min(len(ds)-1, int(q*float64(len(ds))))]) / 1e6
+		}
+		s.Latency[k] = latency{P50: ms(0.5), P99: ms(0.99), Max: float64(ds[len(ds)-1]) / 1e6}
+	}
+	s.Unavailable = unavailable(okAt, int64(rep.WorkloadDuration))
+	for _, k := range rep.Keys {
+		s.Linearizable[k.key] = string(k.result)
+	}
+	return s
+}
+
+// unavailable finds the spans of at least unavailableAfter, within [0, end],
+// in which no operation succeeded; okAt holds when the successes returned.
+func unavailable(okAt []int64, end int64) []window {
+	slices.Sort(okAt)
+	out := []window{}
+	last := int64(0)
+	for _, t := range append(okAt, end) {
+		if t-last >= int64(unavailableAfter) {
+			out = append(out, window{Start: last, End: t})
+		}
+		last = max(last, t)
+	}
+	return out
+}
+
+// writeArtifacts writes the history, the summary and a visualization of each
+// key's history into dir; on a failed run it moves the nodes' data directories
+// and writes their logs under dir/nodes/ too.
+func writeArtifacts(dir string, cfg Config, rep *Report, code int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	s := summarize(cfg, rep, code)
+	var errs []error
+	errs = append(errs, writeHistory(filepath.Join(dir, "history.jsonl"), rep.History))
+	for _, k := range rep.Keys {
+		if k.ops == 0 {
+			continue
+		}
+		k.info.AddAnnotations(annotations(rep.Events))
+		name := k.key + ".html"
+		if err := porcupine.VisualizePath(k.model, k.info, filepath.Join(dir, name)); err != nil {
+			errs = append(errs, fmt.Errorf("visualize %s: %w", k.key, err))
+			continue
+		}
+		s.Visualized[k.key] = name
+	}
+	if s.Verdict != "OK" {
+		s.NodeDirs = map[string]string{}
+		for id, d := range rep.NodeDirs {
+			nd := filepath.Join(dir, "nodes", id)
+			if err := os.MkdirAll(nd, 0o755); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			errs = append(errs, os.WriteFile(filepath.Join(nd, "node.log"), []byte(rep.NodeLogs[id]), 0o644))
+			if err := move(d, filepath.Join(nd, "data")); err != nil {
+				errs = append(errs, fmt.Errorf("keep %s's data: %w", id, err))
+				continue
+			}
+			s.NodeDirs[id] = filepath.Join("nodes", id)
+		}
+	}
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	errs = append(errs, os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644))
+	return errors.Join(errs...)
+}
+
+func writeHistory(path string, ops []op) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for _, o := range ops {
+		l := histLine{Worker: o.client, Kind: o.kind, Key: o.kind.key(), Item: o.item, Call: o.call, Return: o.ret,
+			Outcome: o.outcome(), Error: o.err}
+		if l.Outcome == "ok" {
+			out := o.out
+			l.Result = &out
+		}
+		if err := enc.Encode(l); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// annotations mark the faults on the visualization's timeline.
+func annotations(events []faultEvent) []porcupine.Annotation {
+	var out []porcupine.Annotation
+	for _, f := range events {
+		d := fmt.Sprintf("%s %s", f.Kind, f.Node)
+		if f.Leader {
+			d += " (leader)"
+		}
+		out = append(out, porcupine.Annotation{Tag: "nemesis", Start: f.Start, End: f.End, Description: d,
+			Details: f.Err, BackgroundColor: "#f4cccc"})
+	}
+	return out
+}
+
+// move renames from to to, or copies it where a rename cannot (another file
+// system).
+func move(from, to string) error {
+	if err := os.Rename(from, to); err == nil {
+		return nil
+	}
+	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		dst := filepath.Join(to, rel)
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
+	return err
+}

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -91,21 +91,42 @@ func TestRunWithFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, secure := range []bool{false, true} {
-		t.Run(fmt.Sprintf("tls=%v", secure), func(t *testing.T) {
-			rep, err := Run(Config{Binary: bin, Dir: t.TempDir(), Nodes: 3, Workers: 8, Duration: d, TLS: secure,
-				Faults: []string{faultKill, faultPause, faultTerm, faultPartition}, Interval: 1500 * time.Millisecond,
-				Hold: 1500 * time.Millisecond, OpTimeout: 10 * time.Second, Seed: 42, Log: t.Logf})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Log("\n" + rep.String())
-			if !rep.OK {
-				t.Fatal("the run found problems")
-			}
-			if rep.Faults < 3 || rep.Ops < 1000 {
-				t.Fatalf("too little happened to prove anything: %d faults, %d operations", rep.Faults, rep.Ops)
-			}
-		})
-	}
+	// The plain run goes through the command, so its artifacts are checked too.
+	t.Run("tls=false", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "out")
+		sum, code := runCommand(t, "-bin", bin, "-duration", d.String(), "-faults", "kill,pause,term,partition",
+			"-interval", "1.5s", "-hold", "1.5s", "-seed", "42", "-out", out)
+		if code != exitOK || sum.Verdict != "OK" {
+			t.Fatalf("exit code %d, verdict %s: %v", code, sum.Verdict, sum.Problems)
+		}
+		checkArtifacts(t, out, sum)
+		if _, err := os.Stat(filepath.Join(out, "nodes")); err == nil {
+			t.Error("a passing run kept the nodes' data")
+		}
+		var faults, ops int
+		for _, n := range sum.FaultsByKind {
+			faults += n
+		}
+		for _, by := range sum.Ops {
+			ops += by["ok"]
+		}
+		if faults < 3 || ops < 1000 {
+			t.Fatalf("too little happened to prove anything: %d faults, %d operations", faults, ops)
+		}
+	})
+	t.Run("tls=true", func(t *testing.T) {
+		rep, err := Run(Config{Binary: bin, Dir: t.TempDir(), Nodes: 3, Workers: 8, Duration: d, TLS: true,
+			Faults: []string{faultKill, faultPause, faultTerm, faultPartition}, Interval: 1500 * time.Millisecond,
+			Hold: 1500 * time.Millisecond, OpTimeout: 10 * time.Second, Seed: 42, Log: t.Logf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Log("\n" + rep.String())
+		if !rep.OK {
+			t.Fatal("the run found problems")
+		}
+		if rep.Faults < 3 || rep.Ops < 1000 {
+			t.Fatalf("too little happened to prove anything: %d faults, %d operations", rep.Faults, rep.Ops)
+		}
+	})
 }

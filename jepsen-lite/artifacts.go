@@ -240,7 +240,7 @@ func annotations(events []faultEvent) []porcupine.Annotation {
 }
 
 // move renames from to to, or copies it where a rename cannot (another file
-// system).
+// system), leaving out the node's ballast file.
 func move(from, to string) error {
 	if err := os.Rename(from, to); err == nil {
 		return nil
@@ -253,6 +253,9 @@ func move(from, to string) error {
 		dst := filepath.Join(to, rel)
 		if d.IsDir() {
 			return os.MkdirAll(dst, 0o755)
+		}
+		if d.Name() == "ballast" {
+			return nil // the node's reserved disk space (cluster/disk.go): no evidence in it
 		}
 		if !d.Type().IsRegular() {
 			return nil

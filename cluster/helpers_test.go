@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,11 +46,23 @@ func freeGossipAddr(t *testing.T) string {
 
 // testCluster is a set of in-process nodes on real TCP.
 type testCluster struct {
-	t      *testing.T
-	faults *Faults
-	cfgs   []Config
-	nodes  []*Node // nil where stopped
+	t       *testing.T
+	faults  *Faults
+	cfgs    []Config
+	nodes   []*Node // nil where stopped
+	started []bool  // whether node i ever ran (its addresses are then fixed)
+	raft    map[string]*addrBox
 }
+
+// addrBox holds a node's Raft address for its fault-injecting dialer, so that
+// a first start that lost its port to another process can take a new one.
+type addrBox struct {
+	mu sync.Mutex
+	s  string
+}
+
+func (b *addrBox) get() string  { b.mu.Lock(); defer b.mu.Unlock(); return b.s }
+func (b *addrBox) set(s string) { b.mu.Lock(); b.s = s; b.mu.Unlock() }
 
 func testLogger() *slog.Logger {
 	if os.Getenv("ROOKERY_TEST_LOG") != "" {
@@ -64,7 +78,7 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 // newTestCluster starts n nodes that bootstrap together.
 func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, faults: NewFaults()}
+	tc := &testCluster{t: t, faults: NewFaults(), raft: map[string]*addrBox{}}
 	var first string
 	for i := 0; i < n; i++ {
 		cfg := tc.config(fmt.Sprintf("n%d", i+1))
@@ -88,6 +102,8 @@ func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 
 func (tc *testCluster) config(id string) Config {
 	raftAddr := freeAddr(tc.t)
+	box := &addrBox{s: raftAddr}
+	tc.raft[id] = box
 	return Config{
 		ID:                id,
 		DataDir:           filepath.Join(tc.t.TempDir(), id),
@@ -100,7 +116,7 @@ func (tc *testCluster) config(id string) Config {
 		ApplyTimeout:      3 * time.Second,
 		DeadServerTimeout: time.Hour,
 		Logger:            testLogger().With("node", id),
-		Dial:              tc.faults.Dial(func() string { return raftAddr }),
+		Dial:              tc.faults.Dial(box.get),
 	}
 }
 
@@ -121,11 +137,37 @@ func (tc *testCluster) start(i int) {
 	for len(tc.nodes) <= i {
 		tc.nodes = append(tc.nodes, nil)
 	}
+	for len(tc.started) <= i {
+		tc.started = append(tc.started, false)
+	}
 	n, err := New(tc.cfgs[i])
+	// The ports were free when picked; another test process may have taken
+	// one since. Before a node's first start nothing refers to them but the
+	// configurations of nodes not yet started: pick again.
+	for tries := 0; err != nil && !tc.started[i] && strings.Contains(err.Error(), "address already in use") && tries < 5; tries++ {
+		tc.repick(i)
+		n, err = New(tc.cfgs[i])
+	}
 	if err != nil {
 		tc.t.Fatalf("start %s: %v", tc.cfgs[i].ID, err)
 	}
 	tc.nodes[i] = n
+	tc.started[i] = true
+}
+
+// repick gives node i, never started, new Raft and gossip addresses.
+func (tc *testCluster) repick(i int) {
+	c := &tc.cfgs[i]
+	oldGossip := c.GossipAddr
+	c.RaftAddr, c.GossipAddr = freeAddr(tc.t), freeGossipAddr(tc.t)
+	tc.raft[c.ID].set(c.RaftAddr)
+	for j := range tc.cfgs {
+		for k, a := range tc.cfgs[j].Join {
+			if a == oldGossip {
+				tc.cfgs[j].Join[k] = c.GossipAddr
+			}
+		}
+	}
 }
 
 // crash stops node i without any courtesy to the others (no leadership

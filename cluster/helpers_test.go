@@ -103,6 +103,9 @@ func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 func (tc *testCluster) config(id string) Config {
 	raftAddr := freeAddr(tc.t)
 	box := &addrBox{s: raftAddr}
+	if tc.raft == nil {
+		tc.raft = map[string]*addrBox{}
+	}
 	tc.raft[id] = box
 	return Config{
 		ID:                id,

@@ -58,6 +58,7 @@ type Node struct {
 
 	deadMu    sync.Mutex
 	deadSince map[string]time.Time
+	departed  map[string]time.Time // members that asked to be removed (reconcile.go)
 
 	warnMu sync.Mutex
 	warned map[string]time.Time // warnEvery's last line per key

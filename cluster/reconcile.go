@@ -103,6 +103,12 @@ func (n *Node) reconcile() {
 	for _, m := range n.members() {
 		byID[m.ID] = m
 		if _, ok := inConf[m.ID]; !ok && m.state == memberlist.StateAlive {
+			if m.Leaving || n.departing(m.ID) {
+				// On its way out for good: it asked to be removed, and is
+				// about to leave gossip. Adding it back would make it a
+				// voter again that no one removes.
+				continue
+			}
 			if m.Member {
 				// A former member with its old state: removed (or left)
 				// on purpose or as dead. It is told so, and joins again as
@@ -239,6 +245,10 @@ func (n *Node) Leave(ctx context.Context) error {
 			n.log.Warn("leadership transfer before leaving", "err", err)
 		}
 	}
+	// Announce the departure first, so that no leader adds this node back
+	// between its removal and its leaving gossip (reconcile skips members
+	// that are leaving).
+	n.announceLeaving(true)
 	for {
 		err := n.requestRemoval(ctx)
 		if err == nil {
@@ -249,6 +259,7 @@ func (n *Node) Leave(ctx context.Context) error {
 		case <-time.After(200 * time.Millisecond):
 		case <-ctx.Done():
 			n.heal.leaving.Store(false)
+			n.announceLeaving(false)
 			return fmt.Errorf("leave: %w", ctx.Err())
 		}
 	}
@@ -257,20 +268,53 @@ func (n *Node) Leave(ctx context.Context) error {
 	if err := n.heal.book.update(func(m *membersFile) { m.Left = true }); err != nil {
 		n.log.Warn("record the leave", "err", err)
 	}
-	// Announce the departure before leaving gossip, so the others record this
-	// node as left rather than failed.
-	m := n.localMeta()
-	m.Leaving = true
-	n.delegate.set(m)
-	if err := n.ml.UpdateNode(time.Second); err != nil {
-		n.log.Warn("announce leave", "err", err)
-	}
+	// Announced again before leaving gossip, so the others record this node
+	// as left rather than failed.
+	n.announceLeaving(true)
 	if err := n.ml.Leave(2 * time.Second); err != nil {
 		n.log.Warn("leave gossip", "err", err)
 	}
 	n.leftOnce.Do(func() { close(n.left) })
 	n.log.Info("left the cluster")
 	return nil
+}
+
+// announceLeaving gossips this node's metadata with Leaving set or cleared.
+func (n *Node) announceLeaving(leaving bool) {
+	m := n.localMeta()
+	m.Leaving = leaving
+	n.delegate.set(m)
+	if err := n.ml.UpdateNode(time.Second); err != nil {
+		n.log.Warn("announce leave", "leaving", leaving, "err", err)
+	}
+}
+
+// departingFor is how long the leader keeps from adding back a member that
+// asked to be removed: longer than a member takes from its removal to
+// announcing that it leaves, in case that announcement reaches the leader
+// after the request.
+const departingFor = 5 * time.Second
+
+// noteDeparting records that member id asked to be removed.
+func (n *Node) noteDeparting(id string) {
+	n.deadMu.Lock()
+	defer n.deadMu.Unlock()
+	if n.departed == nil {
+		n.departed = map[string]time.Time{}
+	}
+	n.departed[id] = time.Now()
+}
+
+// departing reports whether member id asked to be removed within departingFor.
+func (n *Node) departing(id string) bool {
+	n.deadMu.Lock()
+	defer n.deadMu.Unlock()
+	t, ok := n.departed[id]
+	if ok && time.Since(t) > departingFor {
+		delete(n.departed, id)
+		return false
+	}
+	return ok
 }
 
 func (n *Node) requestRemoval(ctx context.Context) error {

@@ -96,7 +96,11 @@ func (n *Node) serveRPC(c net.Conn) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				reply(n.removeServer(string(body)), nil)
+				err := n.removeServer(string(body))
+				if err == nil {
+					n.noteDeparting(string(body))
+				}
+				reply(err, nil)
 			}()
 		default:
 			reply(errUnknownOp, nil)

@@ -15,6 +15,10 @@ func TestRaftPeersAndTransfer(t *testing.T) {
 
 	fi := tc.followers()[0]
 	f := tc.nodes[fi]
+	// A write is acknowledged once a majority has it: wait for the third node.
+	for _, n := range tc.live() {
+		eventually(t, 10*time.Second, n.ID()+" to hold the write", func() bool { return n.raft.LastIndex() > 0 && exists(t, n, "k", "a") })
+	}
 	peers, err := f.RaftPeers(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+
+	"github.com/rookerydb/rookery/internal/atomicfile"
 )
 
 // MembersFile, in the data directory, keeps what a restarting node needs to
@@ -98,43 +100,14 @@ func (b *peerBook) update(change func(*membersFile)) error {
 	if b.written && reflect.DeepEqual(f, b.cur) {
 		return nil
 	}
-	if err := writeFileAtomic(b.path, f); err != nil {
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Write(b.path, append(data, '\n'), 0o644); err != nil {
 		return err
 	}
 	b.cur, b.written = f, true
-	return nil
-}
-
-// writeFileAtomic replaces path with v as JSON: a temporary file, fsynced, then
-// renamed over path, then the directory fsynced, so a crash leaves the old
-// file or the new one, never a torn one.
-func writeFileAtomic(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, err = tmp.Write(append(data, '\n'))
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
-	}
 	return nil
 }
 

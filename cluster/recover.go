@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/rookerydb/rookery/fsm"
+	"github.com/rookerydb/rookery/internal/atomicfile"
 )
 
 // Recovering a node whose log is damaged (see store.go for how damage is
@@ -147,7 +148,7 @@ func Recover(dataDir, id, reason string) (*Rejoin, error) {
 		}
 	}
 	b, _ := json.MarshalIndent(rj, "", "  ")
-	if err := writeFileSync(filepath.Join(dataDir, RejoinFile), b); err != nil {
+	if err := atomicfile.Write(filepath.Join(dataDir, RejoinFile), b, 0o644); err != nil {
 		return nil, err
 	}
 	return rj, nil
@@ -244,22 +245,6 @@ func readRejoin(dataDir string) (*Rejoin, error) {
 		return nil, fmt.Errorf("%s: %w", RejoinFile, err)
 	}
 	return &rj, nil
-}
-
-func writeFileSync(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // Lost quorum. When a majority of the voters is gone for good, no leader can

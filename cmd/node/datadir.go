@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+
+	"github.com/rookerydb/rookery/internal/atomicfile"
 )
 
 // A data directory belongs to one node, and to one process at a time.
@@ -57,7 +59,7 @@ func claimDataDir(dir, id string, logger *slog.Logger) error {
 		logger.Info("data dir has no node id yet: recording this node's", "id", id, "file", path)
 	}
 	b, _ = json.Marshal(identity{NodeID: id})
-	return writeFileSync(path, append(b, '\n'))
+	return atomicfile.Write(path, append(b, '\n'), 0o644)
 }
 
 // storedID returns the id recorded in dir, or "" if there is none.
@@ -71,35 +73,6 @@ func storedID(dir string) string {
 		return ""
 	}
 	return idn.NodeID
-}
-
-// writeFileSync writes path whole or not at all: a temporary file, synced,
-// renamed over path, and the directory synced.
-func writeFileSync(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 // errInUse is the error of a data directory another process holds.

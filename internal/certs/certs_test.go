@@ -11,6 +11,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/rookerydb/rookery/internal/atomicfile"
 )
 
 func mustCA(t *testing.T) Pair {
@@ -170,7 +172,7 @@ func writeFiles(t *testing.T, dir string, ca, node Pair) (string, string, string
 	caFile := filepath.Join(dir, "ca.pem")
 	certFile, keyFile := CertFiles(dir, "node")
 	for f, b := range map[string][]byte{caFile: ca.CertPEM, certFile: node.CertPEM, keyFile: node.KeyPEM} {
-		if err := writeAtomic(f, b, 0o600); err != nil {
+		if err := atomicfile.Write(f, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -193,7 +195,7 @@ func TestReloadRotatesAndKeepsGoodMaterial(t *testing.T) {
 
 	// A half-rotated state (new certificate, old key) is refused; the old pair stays.
 	second := mustIssue(t, ca, "second")
-	if err := writeAtomic(certFile, second.CertPEM, 0o600); err != nil {
+	if err := atomicfile.Write(certFile, second.CertPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Reload(); err == nil {
@@ -209,7 +211,7 @@ func TestReloadRotatesAndKeepsGoodMaterial(t *testing.T) {
 	reports := make(chan error, 10)
 	go s.Watch(ctx, 10*time.Millisecond, func(err error) { reports <- err })
 	time.Sleep(20 * time.Millisecond) // distinct modification time
-	if err := writeAtomic(keyFile, second.KeyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(keyFile, second.KeyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	select {

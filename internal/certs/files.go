@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/rookerydb/rookery/internal/atomicfile"
 )
 
 // ErrExists reports that a file would be replaced without force.
@@ -114,33 +116,8 @@ func writePair(dir string, p Pair, certFile, keyFile string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := writeAtomic(keyFile, p.KeyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(keyFile, p.KeyPEM, 0o600); err != nil {
 		return err
 	}
-	return writeAtomic(certFile, p.CertPEM, 0o644)
-}
-
-func writeAtomic(path string, b []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(certFile, p.CertPEM, 0o644)
 }

@@ -81,15 +81,6 @@ func newPaged(n uint64) paged {
 	return a
 }
 
-// pagedOf returns an array holding a copy of s.
-func pagedOf(s []uint64) paged {
-	a := newPaged(uint64(len(s)))
-	for p, pg := range a.pages {
-		copy(pg.w, s[p*pageWords:])
-	}
-	return a
-}
-
 // len returns the number of words.
 func (a *paged) len() uint64 {
 	k := len(a.pages)
@@ -199,16 +190,6 @@ func (a *paged) setLE(lo, hi uint64, src []byte) {
 			run[j] = binary.LittleEndian.Uint64(src[(i-lo+uint64(j))*8:])
 		}
 		i += uint64(len(run))
-	}
-}
-
-// fill sets every word to v.
-func (a *paged) fill(v uint64) {
-	for p := range a.pages {
-		pg := a.page(uint64(p))
-		for j := range pg {
-			pg[j] = v
-		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,10 @@ type Options struct {
 	PoolSize int
 	// RefreshInterval is how often the client re-reads the cluster's members [5s].
 	RefreshInterval time.Duration
+	// Dialer, when set, opens every connection to a node instead of a plain
+	// TCP (or TLS) dial: a tunnel, a proxy, or a test that breaks connections.
+	// With TLS set, the handshake runs over the connection it returns.
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Client is safe for concurrent use.
@@ -151,12 +156,37 @@ func (c *Client) node(addr string) *node {
 	base := redis.Options{Addr: addr, Password: c.opts.Password, Protocol: 2, MaxRetries: -1,
 		DialTimeout: c.opts.DialTimeout, ReadTimeout: c.opts.ReadTimeout, WriteTimeout: c.opts.WriteTimeout,
 		PoolSize: c.opts.PoolSize, DisableIdentity: true, TLSConfig: c.opts.TLS}
+	if d := c.opts.Dialer; d != nil {
+		base.Dialer = c.dialThrough(d)
+	}
 	stale := base
 	stale.OnConnect = func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }
 	n := &node{lin: redis.NewClient(&base), stale: redis.NewClient(&stale)}
 	c.nodes[addr] = n
 	c.order = append(c.order, addr)
 	return n
+}
+
+// dialThrough is a go-redis dialer that opens connections with d and, when the
+// client uses TLS, runs the handshake over them (go-redis only wraps its own
+// dials in TLS).
+func (c *Client) dialThrough(d func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d(ctx, network, addr)
+		if err != nil || c.opts.TLS == nil {
+			return conn, err
+		}
+		cfg := c.opts.TLS.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return tc, nil
+	}
 }
 
 // refresh asks the known nodes, in turn, for the cluster's members and leader.

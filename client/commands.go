@@ -165,6 +165,43 @@ func (c *Client) CBFCount(ctx context.Context, key, item string) (int64, error) 
 	return asInt(c.read(ctx, "CBF.COUNT", key, item))
 }
 
+// Dumps (BF.SCANDUMP / BF.LOADCHUNK, and the CF.* equivalents).
+
+// ScanDump returns the chunk of the dump of a Bloom ("BF") or cuckoo ("CF")
+// filter at iter (0 for the first) and the iterator of the next; next is 0
+// after the last chunk. The chunks of one dump must come from one node and no
+// write may land in between for them to form one filter; a read at the
+// client's level otherwise.
+func (c *Client) ScanDump(ctx context.Context, family, key string, iter int64) (next int64, chunk []byte, err error) {
+	v, err := c.read(ctx, family+".SCANDUMP", key, iter)
+	if err != nil {
+		return 0, nil, err
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 2 {
+		return 0, nil, fmt.Errorf("rookery: unexpected reply %T %v", v, v)
+	}
+	next, ok = arr[0].(int64)
+	if !ok {
+		return 0, nil, fmt.Errorf("rookery: unexpected iterator %T", arr[0])
+	}
+	switch d := arr[1].(type) {
+	case string:
+		chunk = []byte(d)
+	case nil:
+	default:
+		return 0, nil, fmt.Errorf("rookery: unexpected chunk %T", arr[1])
+	}
+	return next, chunk, nil
+}
+
+// LoadChunk loads one chunk of a dump, as ScanDump returned it with iter, into
+// key of family ("BF" or "CF"); the first chunk creates the filter.
+func (c *Client) LoadChunk(ctx context.Context, family, key string, iter int64, chunk []byte) error {
+	_, err := c.write(ctx, family+".LOADCHUNK", key, iter, chunk)
+	return err
+}
+
 // Keyspace.
 
 // Del deletes filters and returns how many existed.

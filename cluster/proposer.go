@@ -10,6 +10,7 @@ import (
 
 	"github.com/rookerydb/rookery/filters"
 	"github.com/rookerydb/rookery/fsm"
+	"github.com/rookerydb/rookery/internal/mutant"
 )
 
 // Writes reach the log through one proposer goroutine. It takes every proposal
@@ -200,6 +201,9 @@ func (n *Node) propose(batch []proposal) {
 		data = fsm.EncodeBatchVersion(cmds, v)
 	}
 	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
+	if mutant.On(mutant.AckAtProposal) {
+		props = ackAtProposal(props)
+	}
 	select {
 	case n.inflight <- inflightBatch{f: f, props: props, start: time.Now()}:
 	case <-n.stop:
@@ -208,6 +212,27 @@ func (n *Node) propose(batch []proposal) {
 			p.fut.Resolve(nil, fmt.Errorf("%w: node shutting down", ErrIndeterminate))
 		}
 	}
+}
+
+// ackAtProposal is the mutant that acknowledges each write as a success when
+// it is proposed, and leaves the real outcome to futures nobody waits for.
+func ackAtProposal(props []proposal) []proposal {
+	out := make([]proposal, len(props))
+	for i, p := range props {
+		r := &fsm.Result{}
+		switch p.cmd.Op {
+		case fsm.OpAdd, fsm.OpDelete:
+			for range p.cmd.Items {
+				r.Ints = append(r.Ints, 1)
+			}
+		case fsm.OpDelKeys:
+			r.Ints = []int64{int64(len(p.cmd.Keys))}
+		}
+		p.fut.Resolve(r, nil)
+		p.fut = NewFuture()
+		out[i] = p
+	}
+	return out
 }
 
 // admit refuses a filter that would take the node past its memory limit, before

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/rookerydb/rookery/filters"
+	"github.com/rookerydb/rookery/internal/mutant"
 )
 
 // The handlers of the dispatch table. Each runs on the apply goroutine, returns
@@ -110,6 +111,9 @@ func (f *FSM) applyAdd(c *Command) *Result {
 	f.mutate(e, func(flt filters.Filter) {
 		for _, it := range c.Items {
 			v, err, stop := addItem(flt, it, c.NX, c.Multi)
+			if mutant.On(mutant.AddTwice) && err == nil {
+				addItem(flt, it, c.NX, c.Multi)
+			}
 			if err != nil && (stop || !c.Multi) {
 				r.Err = err
 				r.Stopped = c.Multi
@@ -191,6 +195,14 @@ func (f *FSM) applyDelete(c *Command) *Result {
 				ok = v.Delete(it)
 			case *filters.DLeft:
 				ok = v.Delete(it)
+			}
+			if mutant.On(mutant.DeleteTwice) {
+				switch v := flt.(type) {
+				case *filters.Cuckoo:
+					v.Delete(it)
+				case *filters.Counting:
+					v.Delete(it)
+				}
 			}
 			r.Ints = append(r.Ints, b2i(ok))
 		}

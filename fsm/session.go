@@ -3,6 +3,8 @@ package fsm
 import (
 	"cmp"
 	"slices"
+
+	"github.com/rookerydb/rookery/internal/mutant"
 )
 
 // The session table makes retries exactly-once (Raft dissertation, section 6.3).
@@ -71,7 +73,7 @@ func (t *sessionTable) advance(ts int64) {
 // a sequence number older than the window.
 func (t *sessionTable) lookup(s Session) (*Result, bool) {
 	cs := t.clients[s.ClientID]
-	if cs == nil {
+	if cs == nil || mutant.On(mutant.SessionsOff) {
 		return nil, false
 	}
 	if s.Seq <= cs.floor {

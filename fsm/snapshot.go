@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/rookerydb/rookery/filters"
+	"github.com/rookerydb/rookery/internal/mutant"
 )
 
 // Snapshot stream, version 1:
@@ -207,6 +208,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	order := make([]*entry, 0, len(st.entries))
 	byKey := make(map[string]*entry, len(st.entries))
 	mem := uint64(0)
+	if mutant.On(mutant.RestoreDropsNewest) && len(st.entries) > 0 {
+		st.entries = st.entries[:len(st.entries)-1]
+	}
 	for _, fr := range st.entries {
 		e := &entry{key: fr.key, kind: fr.f.Kind(), hash: scanHash(fr.key), f: fr.f,
 			gen: f.gen, mem: entryBytes(fr.key, fr.f)}

@@ -38,23 +38,31 @@ func (l *nodeLogs) save(m *nodeproc.Member) {
 	l.logs[m.ID] += m.Logs()
 }
 
-func (l *nodeLogs) get(id string) string {
+// all returns the log of every node saved, removed ones included.
+func (l *nodeLogs) all() map[string]string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.logs[id]
+	out := make(map[string]string, len(l.logs))
+	for id, s := range l.logs {
+		out[id] = s
+	}
+	return out
 }
 
 // histLine is one line of history.jsonl.
 type histLine struct {
-	Worker  int    `json:"worker"`
-	Kind    kind   `json:"kind"`
-	Key     string `json:"key"`
-	Item    string `json:"item"`
-	Call    int64  `json:"call_ns"`          // since the run began
-	Return  int64  `json:"return_ns"`        // when the client had its answer or gave up
-	Outcome string `json:"outcome"`          // ok, fail or unknown
-	Result  *bool  `json:"result,omitempty"` // the answer of an ok operation
-	Error   string `json:"error,omitempty"`  // why a failed or unknown one failed
+	Worker  int      `json:"worker"`         // workers from 0; 1000+slot readers pinned to a node, 2000+ reads sent to a paused leader, 3000+slot READONLY readers
+	Conn    int      `json:"conn,omitempty"` // the connection of a READONLY reader
+	Kind    kind     `json:"kind"`
+	Key     string   `json:"key"`
+	Item    string   `json:"item,omitempty"`
+	Items   []string `json:"items,omitempty"`  // of a load: what the dumped filter held
+	Call    int64    `json:"call_ns"`          // since the run began
+	Return  int64    `json:"return_ns"`        // when the client had its answer or gave up
+	Outcome string   `json:"outcome"`          // ok, fail or unknown
+	Result  *bool    `json:"result,omitempty"` // the answer of an ok operation (COUNT: in count)
+	Count   *int64   `json:"count,omitempty"`  // the answer of an ok COUNT
+	Error   string   `json:"error,omitempty"`  // why a failed or unknown one failed
 }
 
 // summary is summary.json.
@@ -69,6 +77,7 @@ type summary struct {
 	Unavailable  []window                `json:"unavailable"`
 	Latency      map[kind]latency        `json:"latency_ms"`   // of ok operations
 	Linearizable map[string]string       `json:"linearizable"` // by key: Ok, Illegal or Unknown
+	ClientCuts   int64                   `json:"client_connections_cut"`
 	Held         map[string]int64        `json:"cuckoo_held"`
 	HeldRange    [2]int64                `json:"cuckoo_held_allowed"`
 	Verdict      string                  `json:"verdict"` // OK or FAILED
@@ -101,7 +110,7 @@ func summarize(cfg Config, rep *Report, code int) summary {
 	s := summary{Seed: cfg.Seed, Nodes: cfg.Nodes, Workers: cfg.Workers, Workload: rep.WorkloadDuration,
 		Ops: map[kind]map[string]int{}, Faults: rep.Events, FaultsByKind: map[string]int{},
 		Latency: map[kind]latency{}, Linearizable: map[string]string{}, Held: rep.Held, HeldRange: rep.HeldRange,
-		Verdict: "OK", FailedChecks: rep.FailedChecks, ExitCode: code, Problems: rep.Problems,
+		ClientCuts: rep.ClientCuts, Verdict: "OK", FailedChecks: rep.FailedChecks, ExitCode: code, Problems: rep.Problems,
 		Visualized: map[string]string{}}
 	if !rep.OK || code != exitOK {
 		s.Verdict = "FAILED"
@@ -207,9 +216,14 @@ func writeHistory(path string, ops []op) error {
 	w := bufio.NewWriter(f)
 	enc := json.NewEncoder(w)
 	for _, o := range ops {
-		l := histLine{Worker: o.client, Kind: o.kind, Key: o.kind.key(), Item: o.item, Call: o.call, Return: o.ret,
-			Outcome: o.outcome(), Error: o.err}
-		if l.Outcome == "ok" {
+		l := histLine{Worker: o.client, Conn: o.conn, Kind: o.kind, Key: o.key, Item: o.item, Items: o.items,
+			Call: o.call, Return: o.ret, Outcome: o.outcome(), Error: o.err}
+		switch {
+		case l.Outcome != "ok":
+		case o.kind == cfCount || o.kind == cbfCount:
+			n := o.n
+			l.Count = &n
+		default:
 			out := o.out
 			l.Result = &out
 		}

@@ -48,9 +48,11 @@ import (
 	"io"
 	"log"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/rookerydb/rookery/internal/mutant"
 	"github.com/rookerydb/rookery/internal/nodeproc"
 )
 
@@ -62,6 +64,8 @@ const (
 	exitAckedLost    = 3
 	exitCount        = 4
 	exitNotRecovered = 5
+	exitReplicas     = 6
+	exitReadOnly     = 7
 	failedDirPrefix  = "jepsen-lite-failed-"
 	workDirPrefix    = "jepsen-lite-"
 )
@@ -75,7 +79,7 @@ func exitCode(rep *Report) int {
 		check string
 		code  int
 	}{{checkLinearizable, exitNotLinear}, {checkAckedKept, exitAckedLost}, {checkCount, exitCount},
-		{checkRecovery, exitNotRecovered}} {
+		{checkRecovery, exitNotRecovered}, {checkReplicas, exitReplicas}, {checkReadOnlyReads, exitReadOnly}} {
 		for _, f := range rep.FailedChecks {
 			if f == c.check {
 				return c.code
@@ -96,7 +100,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	var cfg Config
 	bin := fl.String("bin", "", "rookery binary to run (default: build it)")
-	faults := fl.String("faults", "kill,pause,term,partition", "faults to inject: kill, pause, term, partition, or none")
+	faults := fl.String("faults", strings.Join(allFaults, ","), "faults to inject, comma separated: "+strings.Join(allFaults, ", ")+"; or none")
+	mutantName := fl.String("mutant", "", "plant this bug in the nodes, to see the checker catch it (builds them with -tags rookery_mutants): "+strings.Join(mutant.Names, ", "))
 	out := fl.String("out", "", "directory to keep the history, summary and visualizations in (and, on failure, the nodes' data and logs)")
 	fl.IntVar(&cfg.Nodes, "nodes", 3, "cluster size")
 	fl.IntVar(&cfg.Workers, "workers", 8, "concurrent clients")
@@ -117,11 +122,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *faults != "none" {
 		cfg.Faults = strings.Split(*faults, ",")
 		for _, f := range cfg.Faults {
-			if f != faultKill && f != faultPause && f != faultTerm && f != faultPartition {
-				logger.Printf("unknown fault %q", f)
+			if !slices.Contains(allFaults, f) {
+				logger.Printf("unknown fault %q; the faults are %s", f, strings.Join(allFaults, ", "))
 				return exitSetup
 			}
 		}
+	}
+	if cfg.Mutant = *mutantName; cfg.Mutant != "" && !slices.Contains(mutant.Names, cfg.Mutant) {
+		logger.Printf("unknown mutant %q; the mutants are %s", cfg.Mutant, strings.Join(mutant.Names, ", "))
+		return exitSetup
 	}
 	dir, err := os.MkdirTemp("", workDirPrefix)
 	if err != nil {
@@ -132,13 +141,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cfg.Dir = dir
 	cfg.Binary = *bin
 	if cfg.Binary == "" {
-		if cfg.Binary, err = nodeproc.Build(dir, false); err != nil {
+		var tags []string
+		if cfg.Mutant != "" {
+			tags = append(tags, "rookery_mutants")
+		}
+		if cfg.Binary, err = nodeproc.BuildTags(dir, false, tags...); err != nil {
 			logger.Print(err)
 			return exitSetup
 		}
 	}
 	cfg.Log = logger.Printf
-	logger.Printf("jepsen-lite: %d nodes, %d workers, %v, faults %v, seed %d, tls %v", cfg.Nodes, cfg.Workers, cfg.Duration, cfg.Faults, cfg.Seed, cfg.TLS)
+	logger.Printf("jepsen-lite: %d nodes, %d workers, %v, faults %v, seed %d, tls %v, mutant %q", cfg.Nodes, cfg.Workers,
+		cfg.Duration, cfg.Faults, cfg.Seed, cfg.TLS, cfg.Mutant)
 	rep, err := Run(cfg)
 	code := exitSetup
 	if err != nil {
@@ -173,13 +187,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 // String is the report as a user reads it.
 func (r *Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "operations: %d ok, %d unknown, %d failed (not applied) in %v; %d faults injected\n",
-		r.Ops, r.Unknown, r.Failed, r.WorkloadDuration.Round(time.Millisecond), r.Faults)
-	fmt.Fprintf(&b, "linearizable: Bloom %s, cuckoo %s (checked in %v)\n", r.BloomLinear, r.CuckooLinear,
-		r.CheckDuration.Round(time.Millisecond))
-	fmt.Fprintf(&b, "acknowledged and expected present: %d Bloom, %d cuckoo\n", r.AckedBloom, r.AckedCuckoo)
+	fmt.Fprintf(&b, "operations: %d ok, %d unknown, %d failed (not applied) in %v; %d faults injected, %d client connections cut\n",
+		r.Ops, r.Unknown, r.Failed, r.WorkloadDuration.Round(time.Millisecond), r.Faults, r.ClientCuts)
+	var lin []string
+	for _, k := range r.Keys {
+		lin = append(lin, fmt.Sprintf("%s %s (%d ops)", k.key, k.result, k.ops))
+	}
+	fmt.Fprintf(&b, "linearizable: %s (checked in %v)\n", strings.Join(lin, ", "), r.CheckDuration.Round(time.Millisecond))
+	fmt.Fprintf(&b, "acknowledged and expected present: %d Bloom items, %d cuckoo and counting items\n", r.AckedBloom, r.AckedCuckoo)
 	fmt.Fprintf(&b, "cuckoo items held per node %v, allowed [%d, %d]\n", r.Held, r.HeldRange[0], r.HeldRange[1])
-	for _, p := range r.Problems {
+	for _, p := range append(r.Problems, r.more()...) {
 		fmt.Fprintf(&b, "PROBLEM: %s\n", p)
 	}
 	if r.OK {

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -16,24 +20,74 @@ const (
 	faultPause = "pause" // SIGSTOP a node (a long GC pause, a frozen VM), then SIGCONT
 	faultTerm  = "term"  // SIGTERM a node (a clean restart), restart it
 	// faultPartition cuts a node's Raft links with every other node, both ways,
-	// while it keeps running and serving clients; the nodes must run with
-	// --fault-injection.
+	// while it keeps running and serving the clients connected to it; the
+	// nodes run with --fault-injection.
 	faultPartition = "partition"
+	// faultStaleLeader pauses the leader long enough for another to be elected
+	// and take writes, sends it reads of those writes on connections it
+	// already had, and resumes it: it must not answer from its old state.
+	faultStaleLeader = "stale-leader"
+	// faultClients breaks client connections as requests go out (not Raft
+	// links): writes are retried with outcomes the clients cannot know.
+	faultClients = "clients"
+	// faultMembership removes a follower from the cluster, wipes its data and
+	// adds it back under a new id, which catches up by a snapshot install.
+	faultMembership = "membership"
+	// faultMix injects two of kill, pause, partition and clients at once, on
+	// two different nodes.
+	faultMix = "mix"
 )
 
-// nemesis injects one fault at a time into the cluster until ctx ends, half of
-// them into the leader, and heals each before the next. It logs what it did.
+// allFaults is every fault, in the order -faults lists them.
+var allFaults = []string{faultKill, faultPause, faultTerm, faultPartition, faultStaleLeader, faultClients,
+	faultMembership, faultMix}
+
+// topology is the cluster as the run sees it: a membership change replaces a
+// node in its slot while readers look up their slot's address.
+type topology struct {
+	mu     sync.Mutex
+	cl     *nodeproc.Cluster
+	nextID int
+}
+
+func (t *topology) addr(slot int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.cl.Nodes[slot].RESP
+}
+
+func (t *topology) nodes() []*nodeproc.Member {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.cl.Nodes)
+}
+
+func (t *topology) slot(m *nodeproc.Member) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Index(t.cl.Nodes, m)
+}
+
+// nemesis injects faults into the cluster until ctx ends, each healed before
+// the next. Its choices (which fault, on the leader or another node, which
+// node) come from a seeded source, so a seed replays the same schedule.
 type nemesis struct {
-	cluster  *nodeproc.Cluster
+	topo     *topology
 	faults   []string
 	interval time.Duration // between faults
 	hold     time.Duration // how long a fault lasts
 	rng      *rand.Rand
 	log      func(format string, args ...any)
-	now      func() int64 // the history's clock
-	logs     *nodeLogs    // keeps a node's log across its restarts
+	h        *history
+	logs     *nodeLogs // keeps a node's log across its restarts
+	cut      *cutter
+	nc       nodeConn
+	acked    *recent
+	n        *counts
+	probes   int
 	injected int
 	events   []faultEvent
+	mu       sync.Mutex
 }
 
 // faultEvent is one fault as the summary reports it: times are ns since the
@@ -54,33 +108,86 @@ func (n *nemesis) run(ctx context.Context) error {
 			return nil
 		case <-time.After(n.interval):
 		}
-		victim, leader := n.pick()
 		fault := n.faults[n.rng.IntN(len(n.faults))]
-		ev := faultEvent{Kind: fault, Node: victim.ID, Leader: leader, Start: n.now()}
-		err := n.inject(fault, victim)
-		ev.End = n.now()
-		if err != nil {
-			ev.Err = err.Error()
+		wantLeader := n.rng.IntN(2) == 0
+		pick := n.rng.Uint64()
+		var err error
+		if fault == faultMix {
+			kinds := []string{faultKill, faultPause, faultPartition, faultClients}
+			a, b := kinds[n.rng.IntN(len(kinds))], kinds[n.rng.IntN(len(kinds))]
+			other := n.rng.Uint64()
+			victim, leader := n.pick(wantLeader, pick, nil)
+			second, _ := n.pick(false, other, victim)
+			var wg sync.WaitGroup
+			var errA, errB error
+			wg.Add(2)
+			go func() { defer wg.Done(); errA = n.one(a, victim, leader) }()
+			go func() { defer wg.Done(); errB = n.one(b, second, false) }()
+			wg.Wait()
+			err = firstErr(errA, errB)
+		} else {
+			victim, leader := n.pick(wantLeader || fault == faultStaleLeader, pick, nil)
+			if fault == faultMembership && leader {
+				victim, leader = n.pick(false, pick, victim)
+			}
+			err = n.one(fault, victim, leader)
 		}
-		n.events = append(n.events, ev)
 		if err != nil {
 			return err
 		}
-		n.injected++
 	}
 }
 
-// pick chooses the leader half of the time, else any node, and says whether
-// the node it chose leads.
-func (n *nemesis) pick() (*nodeproc.Member, bool) {
-	if n.rng.IntN(2) == 0 {
-		if l, err := n.cluster.Leader(2 * time.Second); err == nil {
-			return l, true
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
 		}
 	}
-	m := n.cluster.Nodes[n.rng.IntN(len(n.cluster.Nodes))]
-	l, err := n.cluster.Leader(500 * time.Millisecond)
-	return m, err == nil && l == m
+	return nil
+}
+
+// one injects fault into m and records it.
+func (n *nemesis) one(fault string, m *nodeproc.Member, leader bool) error {
+	ev := faultEvent{Kind: fault, Node: m.ID, Leader: leader, Start: n.h.now()}
+	err := n.inject(fault, m)
+	ev.End = n.h.now()
+	if err != nil {
+		ev.Err = err.Error()
+	}
+	n.mu.Lock()
+	n.events = append(n.events, ev)
+	if err == nil {
+		n.injected++
+	}
+	n.mu.Unlock()
+	return err
+}
+
+// pick chooses the leader if wanted and there is one, else the node pick
+// selects among the others than not; it says whether the node leads.
+func (n *nemesis) pick(wantLeader bool, pick uint64, not *nodeproc.Member) (*nodeproc.Member, bool) {
+	l, _ := n.leader(2 * time.Second)
+	if wantLeader && l != nil && l != not {
+		return l, true
+	}
+	var cands []*nodeproc.Member
+	for _, m := range n.topo.nodes() {
+		if m != not && (m != l || wantLeader) {
+			cands = append(cands, m)
+		}
+	}
+	if len(cands) == 0 {
+		cands = n.topo.nodes()
+	}
+	m := cands[pick%uint64(len(cands))]
+	return m, m == l
+}
+
+func (n *nemesis) leader(within time.Duration) (*nodeproc.Member, error) {
+	n.topo.mu.Lock()
+	defer n.topo.mu.Unlock()
+	return n.topo.cl.Leader(within)
 }
 
 func (n *nemesis) inject(fault string, m *nodeproc.Member) error {
@@ -97,7 +204,7 @@ func (n *nemesis) inject(fault string, m *nodeproc.Member) error {
 		time.Sleep(n.hold)
 		return n.restart(m)
 	case faultPartition:
-		for _, o := range n.cluster.Nodes {
+		for _, o := range n.topo.nodes() {
 			if o == m {
 				continue
 			}
@@ -109,7 +216,7 @@ func (n *nemesis) inject(fault string, m *nodeproc.Member) error {
 			}
 		}
 		time.Sleep(n.hold)
-		for _, o := range n.cluster.Nodes {
+		for _, o := range n.topo.nodes() {
 			if err := o.Heal(); err != nil {
 				return err
 			}
@@ -126,8 +233,113 @@ func (n *nemesis) inject(fault string, m *nodeproc.Member) error {
 		}
 		n.log("nemesis: resumed %s", m.ID)
 		return nil
+	case faultStaleLeader:
+		return n.staleLeader(m)
+	case faultClients:
+		n.cut.on.Store(true)
+		time.Sleep(n.hold)
+		n.cut.on.Store(false)
+		n.log("nemesis: client connections whole again")
+		return nil
+	case faultMembership:
+		return n.replace(m)
 	}
 	return fmt.Errorf("unknown fault %q", fault)
+}
+
+// staleLeader pauses m (the leader, or whoever was picked), waits until
+// another node leads and writes have been acknowledged, sends m reads of those
+// writes on connections opened before the pause, and resumes it.
+func (n *nemesis) staleLeader(m *nodeproc.Member) error {
+	slot := n.topo.slot(m)
+	conns := n.nc.open(slot, false, 15*time.Second, 16)
+	defer conns.Close()
+	const reads = 16
+	if err := warm(conns, reads); err != nil {
+		n.log("nemesis: %s: could not open connections to it: %v", m.ID, err)
+	}
+	if err := m.Pause(); err != nil {
+		return err
+	}
+	paused := n.h.now()
+	deadline := time.Now().Add(max(n.hold, 3*time.Second) + 5*time.Second)
+	var items []ackedItem
+	for time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		// Acknowledged after the pause began, so by another leader.
+		if items = n.acked.since(bloomKey, paused); len(items) >= reads {
+			break
+		}
+	}
+	if len(items) > reads {
+		items = items[len(items)-reads:]
+	}
+	n.mu.Lock()
+	first := n.probes
+	n.probes += len(items)
+	n.mu.Unlock()
+	wait := probeWith(conns, n.h, items, n.n, first)
+	time.Sleep(100 * time.Millisecond) // the requests wait in the paused node's sockets
+	if err := m.Resume(); err != nil {
+		return err
+	}
+	n.log("nemesis: resumed %s with %d reads of writes made while it was paused", m.ID, len(items))
+	wait()
+	return nil
+}
+
+// replace removes m from the cluster, wipes it and adds a node under a new id
+// in its place.
+func (n *nemesis) replace(m *nodeproc.Member) error {
+	m.Kill()
+	n.logs.save(m)
+	removed := false
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		l, err := n.leader(2 * time.Second)
+		if err != nil || l == m {
+			continue
+		}
+		resp, err := l.HTTPDo(http.MethodPost, "/v1/raft/remove-peer?id="+m.ID)
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			removed = true
+			break
+		}
+	}
+	if !removed {
+		// The cluster could not take the change: bring the node back as it was.
+		n.log("nemesis: could not remove %s; restarting it", m.ID)
+		return n.restart(m)
+	}
+	n.topo.mu.Lock()
+	n.topo.nextID++
+	id := fmt.Sprintf("n%d", n.topo.nextID)
+	nm, err := n.topo.cl.Replace(m, id)
+	n.topo.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("replace %s with %s: %w", m.ID, id, err)
+	}
+	if err := os.RemoveAll(m.Dir); err != nil {
+		return err
+	}
+	n.log("nemesis: removed and wiped %s, added %s", m.ID, id)
+	if err := nm.WaitReady(60 * time.Second); err != nil {
+		return fmt.Errorf("%s did not become ready: %w", id, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		l, err := n.leader(2 * time.Second)
+		if err != nil {
+			continue
+		}
+		if v, err := l.Voters(); err == nil && slices.Contains(v, id) {
+			n.log("nemesis: %s votes", id)
+			return nil
+		}
+	}
+	return fmt.Errorf("%s never became a voter", id)
 }
 
 func (n *nemesis) restart(m *nodeproc.Member) error {

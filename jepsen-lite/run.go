@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/rookerydb/rookery/client"
 	"github.com/rookerydb/rookery/internal/nodeproc"
@@ -23,12 +23,16 @@ type Config struct {
 	Nodes     int           // cluster size
 	Workers   int           // concurrent clients
 	Duration  time.Duration // of the workload with faults
-	Faults    []string      // kill, pause, term; none for a run without faults
+	Faults    []string      // of allFaults; none for a run without faults
 	Interval  time.Duration // between faults
 	Hold      time.Duration // how long a fault lasts
 	OpTimeout time.Duration // per client operation, retries included
 	Seed      uint64
 	NodeFlags []string // extra flags for every node
+	// Mutant, if set, plants that bug (internal/mutant) in the nodes, which
+	// must be built with -tags rookery_mutants: the bugs of one replica in one
+	// node, the others in all.
+	Mutant string
 	// TLS secures the cluster as in production: mutual TLS between the nodes, a
 	// gossip key, a password, RESP and HTTP over TLS; the clients use them.
 	TLS bool
@@ -41,12 +45,12 @@ type Report struct {
 	Ops, Failed      int64
 	Unknown          int64
 	Faults           int
-	BloomLinear      porcupine.CheckResult
-	CuckooLinear     porcupine.CheckResult
-	AckedBloom       int
-	AckedCuckoo      int
+	Linear           map[string]porcupine.CheckResult // per group of keys
+	AckedBloom       int                              // Bloom items expected present
+	AckedCuckoo      int                              // cuckoo and counting items expected held
 	HeldRange        [2]int64
 	Held             map[string]int64 // per node
+	ClientCuts       int64
 	Problems         []string
 	FailedChecks     []string // of the checks below, those that failed, each once
 	CheckDuration    time.Duration
@@ -54,26 +58,68 @@ type Report struct {
 
 	// For the artifacts.
 	History  []op              // every operation, failed ones included, as the clients saw them
-	Keys     []keyCheck        // the linearizability check of each filter
+	Keys     []keyCheck        // the linearizability check of each group of keys
 	Events   []faultEvent      // the faults injected
 	NodeDirs map[string]string // each node's data directory
 	NodeLogs map[string]string // each node's log, over all its restarts
+
+	perCheck map[string]int // problems found, by check
 }
 
 // The checks of a run; main maps each to an exit code.
 const (
-	checkLinearizable = "linearizable"      // every filter's history is linearizable
-	checkAckedKept    = "acknowledged-kept" // every acknowledged write is on every node
-	checkCount        = "item-count"        // no write lost or applied twice
-	checkRecovery     = "recovery"          // every node recovered and answered the final reads
+	checkLinearizable  = "linearizable"      // every history is linearizable
+	checkAckedKept     = "acknowledged-kept" // every acknowledged write is on every node
+	checkCount         = "item-count"        // no write applied twice
+	checkRecovery      = "recovery"          // every node recovered and answered the final reads
+	checkReplicas      = "replicas-agree"    // every node holds the same filters
+	checkReadOnlyReads = "readonly"          // READONLY reads kept their promise
 )
+
+// problemsPerCheck is how many problems of one check the report lists; the
+// rest are counted.
+const problemsPerCheck = 20
 
 func (r *Report) fail(check, format string, args ...any) {
 	r.OK = false
-	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+	if r.perCheck == nil {
+		r.perCheck = map[string]int{}
+	}
+	if r.perCheck[check]++; r.perCheck[check] <= problemsPerCheck {
+		r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+	}
 	if !slices.Contains(r.FailedChecks, check) {
 		r.FailedChecks = append(r.FailedChecks, check)
 	}
+}
+
+// more lists how many problems of each check were left out.
+func (r *Report) more() []string {
+	var out []string
+	for _, c := range r.FailedChecks {
+		if n := r.perCheck[c] - problemsPerCheck; n > 0 {
+			out = append(out, fmt.Sprintf("%s: %d more problems", c, n))
+		}
+	}
+	return out
+}
+
+// replicaMutants are planted in one node only: a replica that diverges.
+var replicaMutants = []string{"delete-twice", "add-twice"}
+
+// nodeFlags are the flags every node runs with: snapshots every few hundred
+// entries with a short log behind them, so a node that falls behind or
+// restarts catches up from a snapshot (installed by the leader, or its own).
+func nodeFlags(cfg Config) []string {
+	flags := append([]string{"--snapshot-threshold", "200", "--trailing-logs", "50", "--snapshot-interval", "500ms"},
+		cfg.NodeFlags...)
+	if len(cfg.Faults) > 0 {
+		flags = append(flags, "--fault-injection")
+	}
+	if cfg.Mutant != "" && !slices.Contains(replicaMutants, cfg.Mutant) {
+		flags = append(flags, "--mutant", cfg.Mutant)
+	}
+	return flags
 }
 
 // Run starts a cluster, runs the workload with the nemesis, heals the cluster,
@@ -82,65 +128,72 @@ func (r *Report) fail(check, format string, args ...any) {
 // an error; the nodes are stopped when it returns.
 func Run(cfg Config) (*Report, error) {
 	rep := &Report{OK: true}
-	flags := cfg.NodeFlags
-	if slices.Contains(cfg.Faults, faultPartition) {
-		flags = append(flags, "--fault-injection")
-	}
 	sec, err := security(cfg)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := nodeproc.StartSecureCluster(cfg.Binary, filepath.Join(cfg.Dir, "data"), cfg.Nodes, sec, flags...)
+	cl, err := startCluster(cfg, sec)
 	if err != nil {
 		return nil, err
 	}
+	topo := &topology{cl: cl, nextID: cfg.Nodes}
 	logs := &nodeLogs{}
 	defer func() {
 		cl.Close()
 		rep.NodeDirs, rep.NodeLogs = map[string]string{}, map[string]string{}
 		for _, m := range cl.Nodes {
 			logs.save(m)
-			rep.NodeDirs[m.ID], rep.NodeLogs[m.ID] = m.Dir, logs.get(m.ID)
+			rep.NodeDirs[m.ID] = m.Dir
+		}
+		for id, l := range logs.all() {
+			rep.NodeLogs[id] = l
 		}
 	}()
 	ctx := context.Background()
+	cut := newCutter(cfg.Seed)
 	c, err := client.New(ctx, client.Options{Addrs: cl.RESPAddrs(), RetryBackoff: 20 * time.Millisecond,
-		Password: sec.Password, TLS: sec.RESPTLSConfig()})
+		Password: sec.Password, TLS: sec.RESPTLSConfig(), Dialer: cut.dial, RefreshInterval: time.Second})
 	if err != nil {
 		return rep, err
 	}
 	defer c.Close()
-	if err := c.CFReserve(ctx, cuckooKey, 1<<20, &client.CFReserveOptions{BucketSize: 4}); err != nil {
-		return rep, err
-	}
-	if err := c.BFReserve(ctx, bloomKey, 0.001, 1<<20, nil); err != nil {
+	if err := createFilters(ctx, c); err != nil {
 		return rep, err
 	}
 
 	h := newHistory()
 	var n counts
+	acked := newRecent(4096)
 	wctx, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
+	nc := nodeConn{addr: topo.addr, password: sec.Password, tls: sec.RESPTLSConfig(), dial: cut.dial}
+	progress := make([]*atomic.Int64, cfg.Workers)
 	var wg sync.WaitGroup
-	for w := 0; w < cfg.Workers; w++ {
+	for i := range cfg.Workers {
+		progress[i] = &atomic.Int64{}
+		w := &worker{id: i, c: c, h: h, opTimeout: cfg.OpTimeout, n: &n, acked: acked, progress: progress[i]}
 		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			worker(wctx, w, c, h, cfg.OpTimeout, &n)
-		}(w)
+		go func() { defer wg.Done(); w.run(wctx) }()
 	}
-	nem := &nemesis{cluster: cl, faults: cfg.Faults, interval: cfg.Interval, hold: cfg.Hold,
-		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed)), log: cfg.Log, now: h.now, logs: logs}
+	for slot := range cfg.Nodes {
+		wg.Add(2)
+		go func() { defer wg.Done(); pinnedReader(wctx, slot, nc, h, acked, &n, cfg.Seed) }()
+		go func() { defer wg.Done(); readOnlyReader(wctx, slot, nc, h, acked, progress, &n, cfg.Seed) }()
+	}
+	nem := &nemesis{topo: topo, faults: cfg.Faults, interval: cfg.Interval, hold: cfg.Hold,
+		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed)), log: cfg.Log, h: h, logs: logs, cut: cut, nc: nc,
+		acked: acked, n: &n}
 	nemErr := make(chan error, 1)
 	if len(cfg.Faults) > 0 {
 		go func() { nemErr <- nem.run(wctx) }()
 	} else {
 		nemErr <- nil
 	}
-	wg.Wait()
 	nemesisErr := <-nemErr
+	wg.Wait()
 	end := h.now()
 	rep.Faults, rep.Events, rep.WorkloadDuration, rep.History = nem.injected, nem.events, time.Duration(end), h.all()
+	rep.ClientCuts = cut.cuts.Load()
 	if nemesisErr != nil {
 		return rep, fmt.Errorf("nemesis: %w", nemesisErr)
 	}
@@ -149,6 +202,7 @@ func Run(cfg Config) (*Report, error) {
 	// Heal: every node running and ready.
 	for _, m := range cl.Nodes {
 		_ = m.Resume()
+		_ = m.Heal()
 		if !m.Alive() {
 			logs.save(m)
 			if err := m.Restart(); err != nil {
@@ -161,18 +215,59 @@ func Run(cfg Config) (*Report, error) {
 	}
 
 	start := time.Now()
-	ops := h.closed(end + 1)
-	rep.Keys = checkKeys(ops, 2*time.Minute)
-	rep.BloomLinear, rep.CuckooLinear = rep.Keys[0].result, rep.Keys[1].result
-	if rep.BloomLinear != porcupine.Ok {
-		rep.fail(checkLinearizable, "Bloom history not linearizable: %s", rep.BloomLinear)
+	ops := closed(rep.History, end+1)
+	exact, err := exactItems(ops)
+	if err != nil {
+		return rep, err
 	}
-	if rep.CuckooLinear != porcupine.Ok {
-		rep.fail(checkLinearizable, "cuckoo history not linearizable: %s", rep.CuckooLinear)
+	rep.Keys = checkKeys(ops, exact, 2*time.Minute)
+	rep.Linear = map[string]porcupine.CheckResult{}
+	for _, k := range rep.Keys {
+		rep.Linear[k.key] = k.result
+		if k.result != porcupine.Ok {
+			rep.fail(checkLinearizable, "%s history not linearizable: %s", k.key, k.result)
+		}
 	}
-	checkFinal(cl, expect(ops), rep)
+	for _, p := range checkReadOnly(rep.History) {
+		rep.fail(checkReadOnlyReads, "%s", p)
+	}
+	checkFinal(cl, expect(ops), exact, rep)
 	rep.CheckDuration = time.Since(start)
 	return rep, nil
+}
+
+// startCluster starts the nodes; a replica mutant goes into the last one.
+func startCluster(cfg Config, sec nodeproc.Security) (*nodeproc.Cluster, error) {
+	flags := nodeFlags(cfg)
+	if slices.Contains(replicaMutants, cfg.Mutant) {
+		return nodeproc.StartSecureClusterEach(cfg.Binary, filepath.Join(cfg.Dir, "data"), cfg.Nodes, sec,
+			func(i int) []string {
+				if i == cfg.Nodes-1 {
+					return append(slices.Clone(flags), "--mutant", cfg.Mutant)
+				}
+				return flags
+			})
+	}
+	return nodeproc.StartSecureCluster(cfg.Binary, filepath.Join(cfg.Dir, "data"), cfg.Nodes, sec, flags...)
+}
+
+// createFilters makes the long-lived filters, with the parameters the
+// oracles rebuild, and checks that the cuckoo filter's shape is the oracle's.
+func createFilters(ctx context.Context, c *client.Client) error {
+	if err := c.BFReserve(ctx, bloomKey, bloomErrorRate, bloomCapacity, &client.BFReserveOptions{NonScaling: true}); err != nil {
+		return fmt.Errorf("create %s: %w", bloomKey, err)
+	}
+	if err := c.BFReserve(ctx, scalableKey, scalableRate, scalableCapacity, &client.BFReserveOptions{Expansion: 2}); err != nil {
+		return fmt.Errorf("create %s: %w", scalableKey, err)
+	}
+	if err := c.CFReserve(ctx, cuckooKey, cuckooCapacity, &client.CFReserveOptions{BucketSize: cuckooBucketSize,
+		MaxIterations: cuckooMaxIter, Expansion: 1}); err != nil {
+		return fmt.Errorf("create %s: %w", cuckooKey, err)
+	}
+	if err := c.CBFReserve(ctx, countingKey, countingRate, countingCapacity, &client.CBFReserveOptions{CounterBits: countingBits}); err != nil {
+		return fmt.Errorf("create %s: %w", countingKey, err)
+	}
+	return nil
 }
 
 // security makes the certificates of a TLS run (one per node, n1 to nN) and
@@ -191,70 +286,4 @@ func security(cfg Config) (nodeproc.Security, error) {
 	}
 	return nodeproc.Security{CertDir: dir, GossipKey: "amVwc2VuLWxpdGUtZ29zc2lwLWtleS0zMi1ieXRlcyE=",
 		Password: "jepsen-lite", RESPTLS: true, HTTPTLS: true}, nil
-}
-
-// checkFinal reads every node directly: every acknowledged write is there, and
-// the cuckoo filter holds as many items as the history allows, on every node.
-func checkFinal(cl *nodeproc.Cluster, e expectation, rep *Report) {
-	ctx := context.Background()
-	rep.AckedBloom, rep.AckedCuckoo = len(e.bloomPresent), len(e.cuckooPresent)
-	rep.HeldRange = [2]int64{e.minHeld, e.maxHeld}
-	rep.Held = map[string]int64{}
-	for _, m := range cl.Nodes {
-		r := redis.NewClient(&redis.Options{Addr: m.RESP, MaxRetries: 3, ReadTimeout: 15 * time.Second,
-			Password: cl.Sec.Password, TLSConfig: cl.Sec.RESPTLSConfig()})
-		checkNode(ctx, r, m.ID, e, rep)
-		r.Close()
-	}
-}
-
-func checkNode(ctx context.Context, r *redis.Client, id string, e expectation, rep *Report) {
-	for _, batch := range chunks(e.bloomPresent, 1000) {
-		got, err := r.BFMExists(ctx, bloomKey, batch...).Result()
-		if err != nil {
-			rep.fail(checkRecovery, "%s: BF.MEXISTS: %v", id, err)
-			return
-		}
-		for i, ok := range got {
-			if !ok {
-				rep.fail(checkAckedKept, "%s: acknowledged BF.ADD %v lost", id, batch[i])
-			}
-		}
-	}
-	for _, batch := range chunks(e.cuckooPresent, 1000) {
-		got, err := r.CFMExists(ctx, cuckooKey, batch...).Result()
-		if err != nil {
-			rep.fail(checkRecovery, "%s: CF.MEXISTS: %v", id, err)
-			return
-		}
-		for i, ok := range got {
-			if !ok {
-				rep.fail(checkAckedKept, "%s: acknowledged CF.ADD %v lost", id, batch[i])
-			}
-		}
-	}
-	info, err := r.CFInfo(ctx, cuckooKey).Result()
-	if err != nil {
-		rep.fail(checkRecovery, "%s: CF.INFO: %v", id, err)
-		return
-	}
-	rep.Held[id] = info.NumItemsInserted
-	if info.NumItemsInserted < e.minHeld || info.NumItemsInserted > e.maxHeld {
-		rep.fail(checkCount, "%s: cuckoo filter holds %d items, the history allows [%d, %d]: a write was lost or applied twice",
-			id, info.NumItemsInserted, e.minHeld, e.maxHeld)
-	}
-}
-
-func chunks(items []string, n int) [][]any {
-	var out [][]any
-	for len(items) > 0 {
-		k := min(n, len(items))
-		b := make([]any, k)
-		for i := range b {
-			b[i] = items[i]
-		}
-		out = append(out, b)
-		items = items[k:]
-	}
-	return out
 }

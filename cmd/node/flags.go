@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rookerydb/rookery/internal/mutant"
 )
 
 // options is every flag of the rookery binary. Each flag can also come from the
@@ -58,6 +60,7 @@ type options struct {
 	pprof            bool
 	reads            string
 	faults           bool
+	mutant           string
 	maxLogFormat     uint
 
 	tlsCA         string
@@ -121,6 +124,9 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.UintVar(&o.maxLogFormat, "max-log-format", 0, "for upgrade tests only: hold this node at log format N, as a build that reads no later one would (0: this build's)")
 	fs.BoolVar(&o.faults, "fault-injection", false, "for fault-injection tests only: serve POST /debug/faults/cut?peer=RAFTADDR and /debug/faults/heal, which break and restore this node's Raft links (needs an explicit --raft-addr or --raft-advertise)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
+	if mutant.Enabled {
+		fs.StringVar(&o.mutant, "mutant", "", "for jepsen-lite's own tests only: plant this deliberate bug: "+strings.Join(mutant.Names, ", "))
+	}
 	return fs
 }
 
@@ -176,6 +182,9 @@ func parseOptions(args []string, env func(string) (string, bool), out io.Writer)
 }
 
 func (o *options) check() error {
+	if err := mutant.Set(o.mutant); err != nil {
+		return fmt.Errorf("--mutant: %w", err)
+	}
 	if o.dev && o.bootstrapExpect == 0 {
 		o.bootstrapExpect = 1
 	}

@@ -33,6 +33,7 @@ var flagGroups = []struct {
 var hiddenFlags = map[string]bool{
 	"fault-injection": true,
 	"max-log-format":  true,
+	"mutant":          true, // only in a build with -tags rookery_mutants
 }
 
 // commandSummaries are the subcommands as -h lists them, in this order; a

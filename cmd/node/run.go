@@ -112,6 +112,9 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		ccfg.Dial = faults.Dial(func() string { return self })
 		logger.Warn("fault injection enabled: /debug/faults can cut this node's links")
 	}
+	if o.mutant != "" {
+		logger.Warn("this node plants a deliberate bug for testing the checker", "mutant", o.mutant)
+	}
 	node, err := startNode(ctx, ccfg, logger)
 	if err != nil {
 		return err

@@ -32,10 +32,16 @@ func StartCluster(bin, dir string, n int, extra ...string) (*Cluster, error) {
 // StartSecureCluster is StartCluster with every node secured as sec says; its
 // CertDir must hold a certificate for each node id, n1 to nN (MakeCerts).
 func StartSecureCluster(bin, dir string, n int, sec Security, extra ...string) (*Cluster, error) {
-	c := &Cluster{bin: bin, dir: dir, extra: extra, Sec: sec}
+	return StartSecureClusterEach(bin, dir, n, sec, func(int) []string { return extra })
+}
+
+// StartSecureClusterEach is StartSecureCluster with the extra flags of the
+// i-th node (from 0) given by extra(i); nodes added later get extra(0).
+func StartSecureClusterEach(bin, dir string, n int, sec Security, extra func(i int) []string) (*Cluster, error) {
+	c := &Cluster{bin: bin, dir: dir, extra: extra(0), Sec: sec}
 	var seed []string
 	for i := 0; i < n; i++ {
-		m, err := c.start(fmt.Sprintf("n%d", i+1), n, seed)
+		m, err := c.startWith(fmt.Sprintf("n%d", i+1), n, seed, extra(i))
 		if err != nil {
 			c.Close()
 			return nil, err
@@ -54,6 +60,10 @@ func StartSecureCluster(bin, dir string, n int, sec Security, extra ...string) (
 }
 
 func (c *Cluster) start(id string, expect int, join []string) (*Member, error) {
+	return c.startWith(id, expect, join, c.extra)
+}
+
+func (c *Cluster) startWith(id string, expect int, join []string, extra []string) (*Member, error) {
 	dir := filepath.Join(c.dir, id)
 	var p *Proc
 	for attempt := 0; ; attempt++ {
@@ -62,7 +72,7 @@ func (c *Cluster) start(id string, expect int, join []string) (*Member, error) {
 			return nil, err
 		}
 		args = append(args, c.Sec.Flags(id)...)
-		p, err = Start(c.bin, nil, append(args, c.extra...)...)
+		p, err = Start(c.bin, nil, append(args, extra...)...)
 		if err == nil {
 			p.Sec = c.Sec
 			break
@@ -81,6 +91,33 @@ func (c *Cluster) start(id string, expect int, join []string) (*Member, error) {
 // Add starts one more node, joining through the first node's gossip address.
 func (c *Cluster) Add(id string) (*Member, error) {
 	return c.start(id, 0, []string{c.Nodes[0].Gossip})
+}
+
+// Replace starts a node under id in old's place (old must be stopped and
+// removed from the cluster's configuration first), joining through the other
+// nodes' gossip addresses, and returns it. Its data goes in a new directory;
+// old's is left for the caller.
+func (c *Cluster) Replace(old *Member, id string) (*Member, error) {
+	i := -1
+	var join []string
+	for j, m := range c.Nodes {
+		if m == old {
+			i = j
+			continue
+		}
+		join = append(join, m.Gossip)
+	}
+	if i < 0 {
+		return nil, fmt.Errorf("%s is not a node of this cluster", old.ID)
+	}
+	m, err := c.start(id, 0, join)
+	if err != nil {
+		return nil, err
+	}
+	// start appended it; it takes old's slot.
+	c.Nodes = c.Nodes[:len(c.Nodes)-1]
+	c.Nodes[i] = m
+	return m, nil
 }
 
 // Leader waits until a running node says it leads, and returns it.

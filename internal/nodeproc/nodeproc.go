@@ -24,11 +24,18 @@ import (
 
 // Build compiles the rookery binary into dir (with the race detector if race)
 // and returns its path.
-func Build(dir string, race bool) (string, error) {
+func Build(dir string, race bool) (string, error) { return BuildTags(dir, race) }
+
+// BuildTags is Build with the build tags given (internal/mutant's
+// rookery_mutants, for one).
+func BuildTags(dir string, race bool, tags ...string) (string, error) {
 	bin := filepath.Join(dir, "rookery")
 	args := []string{"build", "-o", bin}
 	if race {
 		args = append(args, "-race")
+	}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
 	}
 	cmd := exec.Command("go", append(args, "github.com/rookerydb/rookery/cmd/node")...)
 	out, err := cmd.CombinedOutput()

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rookerydb/rookery/internal/mutant"
+	"github.com/rookerydb/rookery/internal/nodeproc"
+)
+
+// The checker's own test suite: each bug of internal/mutant, planted in the
+// nodes, must make a short run fail with a violation, with the faults that
+// give the bug its chance; the same run against the real binary must pass.
+
+// mutantRuns are the faults that expose each mutant.
+var mutantRuns = map[string][]string{
+	mutant.SessionsOff:        {faultClients},
+	mutant.FollowerLocalReads: {faultPause, faultPartition},
+	mutant.AckAtProposal:      {faultKill},
+	mutant.DeleteTwice:        nil,
+	mutant.AddTwice:           nil,
+	mutant.SkipVerifyLeader:   {faultStaleLeader},
+	mutant.RestoreDropsNewest: {faultKill, faultTerm},
+}
+
+var (
+	buildOnce          sync.Once
+	realBin, mutantBin string
+	buildErr           error
+)
+
+// binaries builds the real node and the one with mutants, once per test run.
+func binaries(t *testing.T) (real, mutants string) {
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "jepsen-lite-bins-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binDir = dir
+		if realBin, buildErr = nodeproc.Build(dir+"/real", false); buildErr != nil {
+			return
+		}
+		mutantBin, buildErr = nodeproc.BuildTags(dir+"/mutants", false, "rookery_mutants")
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return realBin, mutantBin
+}
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// violations are the checks whose failure means the cluster broke a promise,
+// as opposed to a run that could not be carried out.
+var violations = []string{checkLinearizable, checkAckedKept, checkCount, checkReplicas, checkReadOnlyReads}
+
+func TestCheckerCatchesEveryMutant(t *testing.T) {
+	if len(mutantRuns) != len(mutant.Names) {
+		t.Fatalf("mutants %v, runs for %d of them", mutant.Names, len(mutantRuns))
+	}
+	real, mutants := binaries(t)
+	run := func(t *testing.T, bin, name string, faults []string) *Report {
+		cfg := Config{Binary: bin, Dir: t.TempDir(), Nodes: 3, Workers: 6, Duration: 12 * time.Second,
+			Faults: faults, Interval: 700 * time.Millisecond, Hold: 2 * time.Second, OpTimeout: 8 * time.Second,
+			Seed: 7, Mutant: name, Log: t.Logf}
+		rep, err := Run(cfg)
+		if err != nil {
+			t.Fatalf("the run could not be carried out: %v", err)
+		}
+		t.Log("\n" + rep.String())
+		return rep
+	}
+	for _, name := range mutant.Names {
+		t.Run(name, func(t *testing.T) {
+			rep := run(t, mutants, name, mutantRuns[name])
+			if rep.OK {
+				t.Fatalf("mutant %s went unnoticed", name)
+			}
+			caught := false
+			for _, c := range rep.FailedChecks {
+				caught = caught || slices.Contains(violations, c)
+			}
+			if !caught {
+				t.Fatalf("mutant %s: the run failed only on %v, not with a violation", name, rep.FailedChecks)
+			}
+		})
+	}
+	t.Run("real", func(t *testing.T) {
+		var all []string
+		for _, fs := range mutantRuns {
+			for _, f := range fs {
+				if !slices.Contains(all, f) {
+					all = append(all, f)
+				}
+			}
+		}
+		slices.Sort(all)
+		if rep := run(t, real, "", all); !rep.OK {
+			t.Fatalf("the real node failed the checks: %v", rep.Problems)
+		}
+	})
+}

@@ -152,7 +152,8 @@ func Run(cfg Config) (*Report, error) {
 	ctx := context.Background()
 	cut := newCutter(cfg.Seed)
 	c, err := client.New(ctx, client.Options{Addrs: cl.RESPAddrs(), RetryBackoff: 20 * time.Millisecond,
-		Password: sec.Password, TLS: sec.RESPTLSConfig(), Dialer: cut.dial, RefreshInterval: time.Second})
+		Password: sec.Password, TLS: sec.RESPTLSConfig(), Dialer: cut.dial, RefreshInterval: time.Second,
+		ReadTimeout: 2 * time.Second})
 	if err != nil {
 		return rep, err
 	}

@@ -271,6 +271,9 @@ func createFilters(ctx context.Context, c *client.Client) error {
 	return nil
 }
 
+// maxReplacements is how many nodes membership changes may add in a TLS run.
+const maxReplacements = 40
+
 // security makes the certificates of a TLS run (one per node, n1 to nN) and
 // says how the nodes are secured; without TLS, nothing.
 func security(cfg Config) (nodeproc.Security, error) {
@@ -278,7 +281,8 @@ func security(cfg Config) (nodeproc.Security, error) {
 		return nodeproc.Security{}, nil
 	}
 	dir := filepath.Join(cfg.Dir, "certs")
-	names := make([]string, cfg.Nodes)
+	// Nodes added by membership changes take the next ids.
+	names := make([]string, cfg.Nodes+maxReplacements)
 	for i := range names {
 		names[i] = fmt.Sprintf("n%d", i+1)
 	}

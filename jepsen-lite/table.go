@@ -1,0 +1,65 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// table prints, as a Markdown table, one row per summary.json under the
+// directories given (each the -out of a run): the table of
+// docs/RELIABILITY.md.
+//
+//	go run ./jepsen-lite table runs/*
+func table(dirs []string, w io.Writer) error {
+	faultKinds := allFaults[:len(allFaults)-1] // a mix is counted as its parts' kinds too
+	fmt.Fprintf(w, "| seed | workload | ok ops | unknown | failed | faults (%s) | leader hit | cuts | longest unavailable | violations | acked lost | verdict |\n",
+		strings.Join(faultKinds, "/"))
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "summary.json"))
+		if err != nil {
+			return err
+		}
+		var s summary
+		if err := json.Unmarshal(b, &s); err != nil {
+			return fmt.Errorf("%s: %w", d, err)
+		}
+		var ok, unknown, failed int
+		for _, by := range s.Ops {
+			ok, unknown, failed = ok+by["ok"], unknown+by["unknown"], failed+by["fail"]
+		}
+		counts := make([]string, len(faultKinds))
+		leader := 0
+		for i, k := range faultKinds {
+			counts[i] = fmt.Sprint(s.FaultsByKind[k])
+		}
+		for _, f := range s.Faults {
+			if f.Leader {
+				leader++
+			}
+		}
+		longest := time.Duration(0)
+		for _, u := range s.Unavailable {
+			longest = max(longest, time.Duration(u.End-u.Start))
+		}
+		violations, lost := 0, 0
+		for _, c := range s.FailedChecks {
+			if slices.Contains([]string{checkLinearizable, checkCount, checkReplicas, checkReadOnlyReads}, c) {
+				violations++
+			}
+			if c == checkAckedKept {
+				lost++
+			}
+		}
+		fmt.Fprintf(w, "| %d | %v | %d | %d | %d | %s | %d | %d | %v | %d | %d | %s |\n", s.Seed,
+			s.Workload.Round(time.Second), ok, unknown, failed, strings.Join(counts, "/"), leader, s.ClientCuts,
+			longest.Round(100*time.Millisecond), violations, lost, s.Verdict)
+	}
+	return nil
+}

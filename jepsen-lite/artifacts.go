@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,6 +79,8 @@ type summary struct {
 	Latency      map[kind]latency        `json:"latency_ms"`   // of ok operations
 	Linearizable map[string]string       `json:"linearizable"` // by key: Ok, Illegal or Unknown
 	ClientCuts   int64                   `json:"client_connections_cut"`
+	Restores     int                     `json:"snapshot_restores"` // snapshots the nodes restored, at restart or installed from the leader
+	Installs     int                     `json:"snapshot_installs"` // of those, installed from the leader
 	Held         map[string]int64        `json:"cuckoo_held"`
 	HeldRange    [2]int64                `json:"cuckoo_held_allowed"`
 	Verdict      string                  `json:"verdict"` // OK or FAILED
@@ -120,6 +123,10 @@ func summarize(cfg Config, rep *Report, code int) summary {
 	}
 	for _, f := range rep.Events {
 		s.FaultsByKind[f.Kind]++
+	}
+	for _, l := range rep.NodeLogs {
+		s.Restores += strings.Count(l, "restored snapshot")
+		s.Installs += strings.Count(l, "Installed remote snapshot")
 	}
 	lat := map[kind][]int64{}
 	var okAt []int64

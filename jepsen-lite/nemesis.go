@@ -125,15 +125,36 @@ func (n *nemesis) run(ctx context.Context) error {
 			go func() { defer wg.Done(); errB = n.one(b, second, false) }()
 			wg.Wait()
 			err = firstErr(errA, errB)
+			n.healAll()
 		} else {
 			victim, leader := n.pick(wantLeader || fault == faultStaleLeader, pick, nil)
 			if fault == faultMembership && leader {
 				victim, leader = n.pick(false, pick, victim)
 			}
 			err = n.one(fault, victim, leader)
+			if fault == faultPartition {
+				n.healAll()
+			}
 		}
 		if err != nil {
 			return err
+		}
+	}
+}
+
+// healAll restores every node's Raft links, once each node is running again:
+// a partition's peers may have been down when it healed.
+func (n *nemesis) healAll() {
+	for _, o := range n.topo.nodes() {
+		var err error
+		for range 3 {
+			if err = o.Heal(); err == nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil {
+			n.log("nemesis: could not heal %s: %v", o.ID, err)
 		}
 	}
 }
@@ -211,15 +232,15 @@ func (n *nemesis) inject(fault string, m *nodeproc.Member) error {
 			if err := m.Cut(o.Raft); err != nil {
 				return err
 			}
+			// A peer that another fault has killed or paused cannot take
+			// the cut, and cannot talk to m anyway.
 			if err := o.Cut(m.Raft); err != nil {
-				return err
+				n.log("nemesis: %s could not cut its link to %s: %v", o.ID, m.ID, err)
 			}
 		}
 		time.Sleep(n.hold)
-		for _, o := range n.topo.nodes() {
-			if err := o.Heal(); err != nil {
-				return err
-			}
+		if err := m.Heal(); err != nil {
+			return err
 		}
 		n.log("nemesis: healed %s", m.ID)
 		return nil

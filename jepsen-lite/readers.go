@@ -35,8 +35,22 @@ type nodeConn struct {
 // open connects to the node in slot, through the cutter, with up to pool
 // connections.
 func (nc nodeConn) open(slot int, readOnly bool, readTimeout time.Duration, pool int) *redis.Client {
+	return nc.openCounted(slot, readOnly, readTimeout, pool, nil)
+}
+
+// openCounted is open, counting in dials every connection it opens: go-redis
+// replaces a connection it finds broken without a word, and a new connection
+// is a new promise for READONLY reads.
+func (nc nodeConn) openCounted(slot int, readOnly bool, readTimeout time.Duration, pool int, dials *atomic.Int64) *redis.Client {
+	dial := nc.dialTLS
+	if dials != nil {
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return nc.dialTLS(ctx, network, addr)
+		}
+	}
 	o := &redis.Options{Addr: nc.addr(slot), Password: nc.password, Protocol: 2, MaxRetries: -1, PoolSize: pool,
-		ReadTimeout: readTimeout, DialTimeout: 2 * time.Second, DisableIdentity: true, Dialer: nc.dialTLS}
+		ReadTimeout: readTimeout, DialTimeout: 2 * time.Second, DisableIdentity: true, Dialer: dial}
 	if readOnly {
 		o.OnConnect = func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }
 	}
@@ -106,8 +120,8 @@ const readerPause = 2 * time.Millisecond
 // its own promise.
 func readOnlyReader(ctx context.Context, slot int, nc nodeConn, h *history, acked *recent, progress []*atomic.Int64, n *counts, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, uint64(slot)+100))
-	conn := 0
-	r := nc.open(slot, true, 5*time.Second, 1)
+	var dials atomic.Int64 // one connection at a time: the op used the latest
+	r := nc.openCounted(slot, true, 5*time.Second, 1, &dials)
 	defer func() { r.Close() }()
 	for i := 0; ctx.Err() == nil; i++ {
 		var item string
@@ -123,7 +137,7 @@ func readOnlyReader(ctx context.Context, slot int, nc nodeConn, h *history, acke
 		}
 		call := h.now()
 		v, err := r.Do(context.Background(), "BF.EXISTS", bloomKey, item).Int64()
-		o := op{client: readOnlyClient + slot, conn: conn, kind: roExists, key: bloomKey, item: item, call: call,
+		o := op{client: readOnlyClient + slot, conn: int(dials.Load()), kind: roExists, key: bloomKey, item: item, call: call,
 			ret: h.now(), out: v == 1}
 		if err != nil {
 			o.failed, o.err = true, err.Error()
@@ -131,8 +145,7 @@ func readOnlyReader(ctx context.Context, slot int, nc nodeConn, h *history, acke
 			h.add(o)
 			r.Close()
 			time.Sleep(50 * time.Millisecond)
-			conn++
-			r = nc.open(slot, true, 5*time.Second, 1)
+			r = nc.openCounted(slot, true, 5*time.Second, 1, &dials)
 			continue
 		}
 		n.ok.Add(1)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/rookerydb/rookery/filters"
 	"github.com/rookerydb/rookery/fsm"
 	"github.com/rookerydb/rookery/internal/mutant"
 )
@@ -219,15 +218,7 @@ func (n *Node) propose(batch []proposal) {
 func ackAtProposal(props []proposal) []proposal {
 	out := make([]proposal, len(props))
 	for i, p := range props {
-		r := &fsm.Result{}
-		switch p.cmd.Op {
-		case fsm.OpAdd, fsm.OpDelete:
-			for range p.cmd.Items {
-				r.Ints = append(r.Ints, 1)
-			}
-		case fsm.OpDelKeys:
-			r.Ints = []int64{int64(len(p.cmd.Keys))}
-		}
+		r := fsm.GuessResult(p.cmd)
 		p.fut.Resolve(r, nil)
 		p.fut = NewFuture()
 		out[i] = p
@@ -241,41 +232,7 @@ func (n *Node) admit(p *proposal) error {
 	if n.cfg.MaxMemory == 0 {
 		return nil
 	}
-	c := p.cmd
-	var need uint64
-	switch c.Op {
-	case fsm.OpReserve:
-		b, err := fsm.EstimateBytes(c.Spec)
-		if err != nil {
-			return nil // the state machine answers the bad spec
-		}
-		need = b + fsm.KeyBytes(c.Key)
-	case fsm.OpAdd:
-		if _, ok := n.fsm.KindOf(c.Key); ok {
-			// An existing filter may grow by a sub-filter.
-			need = n.fsm.GrowthBytes(c.Key, len(c.Items))
-			break
-		}
-		if c.NoCreate {
-			return nil
-		}
-		b, err := fsm.EstimateBytes(c.Spec)
-		if err != nil {
-			return nil
-		}
-		need = b + fsm.KeyBytes(c.Key)
-	case fsm.OpLoadChunk:
-		if c.Iter != 1 {
-			return nil
-		}
-		h, err := filters.ParseDumpHeader(c.Data)
-		if err != nil {
-			return nil
-		}
-		need = h.PayloadBytes
-	default:
-		return nil
-	}
+	need := n.fsm.NeedBytes(p.cmd)
 	if need == 0 {
 		return nil
 	}

@@ -100,6 +100,9 @@ type Filter interface {
 	MemoryBytes() uint64
 	// WriteTo streams the filter's encoding to w.
 	WriteTo(w io.Writer) (int64, error)
+	// Test reports whether item may be in the filter; false means it surely
+	// is not.
+	Test(item []byte) bool
 
 	// params returns the kind's parameters, counters included.
 	params() []byte
@@ -111,6 +114,30 @@ type Filter interface {
 	// fork returns the kind's Fork as a Filter.
 	fork() Filter
 }
+
+// Counter is a filter that counts copies of an item: an upper bound, exact
+// unless another item collides with it (cuckoo, counting Bloom, d-left).
+type Counter interface {
+	Filter
+	Count(item []byte) uint64
+}
+
+// Deleter is a filter that deletes a copy of an item, reporting whether it
+// found one (cuckoo, counting Bloom, d-left). Deleting an item that was never
+// added may remove another item's trace.
+type Deleter interface {
+	Filter
+	Delete(item []byte) bool
+}
+
+var (
+	_ Counter = (*Cuckoo)(nil)
+	_ Counter = (*Counting)(nil)
+	_ Counter = (*DLeft)(nil)
+	_ Deleter = (*Cuckoo)(nil)
+	_ Deleter = (*Counting)(nil)
+	_ Deleter = (*DLeft)(nil)
+)
 
 // decoder builds an empty filter of one kind from its params, and reports the
 // length in words of each array its payload holds. install then receives the arrays,

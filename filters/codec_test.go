@@ -49,6 +49,7 @@ func (f *tkFilter) Kind() Kind                         { return kindTest }
 func (f *tkFilter) MemoryBytes() uint64                { return (f.a.len()+f.b.len())*8 + 64 }
 func (f *tkFilter) WriteTo(w io.Writer) (int64, error) { return Encode(w, f) }
 func (f *tkFilter) payload() []*paged                  { return []*paged{&f.a, &f.b} }
+func (f *tkFilter) Test([]byte) bool                   { return false }
 func (f *tkFilter) chunkLoaded()                       { f.loads++ }
 
 func (f *tkFilter) fork() Filter {

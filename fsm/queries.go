@@ -39,36 +39,17 @@ func (f *FSM) Exists(fam Family, key string, items [][]byte) []bool {
 	return out
 }
 
-func testItem(flt filters.Filter, item []byte) bool {
-	switch v := flt.(type) {
-	case *filters.Bloom:
-		return v.Test(item)
-	case *filters.Scalable:
-		return v.Test(item)
-	case *filters.Counting:
-		return v.Test(item)
-	case *filters.DLeft:
-		return v.Test(item)
-	case *filters.Cuckoo:
-		return v.Test(item)
-	}
-	return false
-}
+func testItem(flt filters.Filter, item []byte) bool { return flt.Test(item) }
 
 // Count returns an upper bound of how many copies of item key's filter holds
 // (CF.COUNT, CBF.COUNT); 0 for a missing key or one of another family.
 func (f *FSM) Count(fam Family, key string, item []byte) uint64 {
 	var n uint64
 	_ = f.read(fam, key, func(flt filters.Filter) {
-		switch v := flt.(type) {
-		case *filters.Cuckoo:
-			n = v.Count(item)
-		case *filters.Counting:
-			n = v.Count(item)
-		case *filters.DLeft:
-			n = v.Count(item)
-		default:
-			n = uint64(b2i(testItem(flt, item)))
+		if c, ok := flt.(filters.Counter); ok {
+			n = c.Count(item)
+		} else {
+			n = uint64(b2i(flt.Test(item)))
 		}
 	})
 	return n
@@ -78,14 +59,7 @@ func (f *FSM) Count(fam Family, key string, item []byte) uint64 {
 // key, ErrWrongType for a key of another family.
 func (f *FSM) Card(key string) (uint64, error) {
 	var n uint64
-	err := f.read(FamilyBF, key, func(flt filters.Filter) {
-		switch v := flt.(type) {
-		case *filters.Bloom:
-			n = v.Count()
-		case *filters.Scalable:
-			n = v.Count()
-		}
-	})
+	err := f.read(FamilyBF, key, func(flt filters.Filter) { n = infoOf(key, flt).Items })
 	if errors.Is(err, ErrNotFound) {
 		return 0, nil
 	}
@@ -102,31 +76,8 @@ func (f *FSM) Info(fam Family, key string) (Info, error) {
 
 func infoOf(key string, flt filters.Filter) Info {
 	in := Info{Key: key, Kind: flt.Kind(), Size: flt.MemoryBytes(), Filters: 1}
-	switch v := flt.(type) {
-	case *filters.Bloom:
-		in.Capacity, in.Items, in.NonScaling = v.Capacity(), v.Count(), true
-		in.ErrorRate, in.EstimatedFPP = v.ErrorRate(), v.EstimatedFPP()
-	case *filters.Scalable:
-		in.Capacity, in.Items, in.Filters = v.Capacity(), v.Count(), uint64(v.Filters())
-		in.Expansion, in.NonScaling = uint64(v.Expansion()), v.NonScaling()
-		in.ErrorRate, in.EstimatedFPP = v.ErrorRate(), v.ErrorRate()
-	case *filters.Counting:
-		in.Capacity, in.Items, in.CounterBits = v.Capacity(), v.Items(), uint64(v.CounterBits())
-		in.ErrorRate, in.EstimatedFPP = v.ErrorRate(), v.ErrorRate()
-	case *filters.DLeft:
-		in.Capacity, in.Items, in.CounterBits = v.Capacity(), v.Items(), uint64(v.CounterBits())
-		in.ErrorRate, in.EstimatedFPP = v.ErrorRate(), v.ErrorRate()
-	case *filters.Cuckoo:
-		in.Capacity, in.Items, in.Deleted = v.Slots(), v.Items(), v.Deleted()
-		in.Filters, in.Buckets, in.BucketSize = uint64(v.Filters()), v.Buckets(), uint64(v.BucketSize())
-		in.Expansion, in.MaxIter = uint64(v.Expansion()), uint64(v.MaxIterations())
-		// A lookup compares 2b fingerprints per sub-filter, each matching with
-		// probability 2^-f when its slot is occupied.
-		if slots := v.Slots(); slots > 0 {
-			load := float64(v.Items()) / float64(slots)
-			per := float64(2*v.BucketSize()) / float64(uint64(1)<<v.FingerprintBits())
-			in.EstimatedFPP = min(1, load*per*float64(v.Filters()))
-		}
+	if k, ok := kinds[flt.Kind()]; ok {
+		k.info(flt, &in)
 	}
 	return in
 }
@@ -192,18 +143,48 @@ func (f *FSM) List() []Info {
 func (f *FSM) GrowthBytes(key string, n int) uint64 {
 	var b uint64
 	_ = f.read(FamilyNone, key, func(flt filters.Filter) {
-		switch v := flt.(type) {
-		case *filters.Scalable:
-			if v.Count()+uint64(n) > v.Capacity() {
-				b = v.NextGrowthBytes()
-			}
-		case *filters.Cuckoo:
-			// Inserts start failing (and the filter growing) somewhere past half
-			// of the slots, depending on bucket size and evictions.
-			if 2*(v.Items()+uint64(n)) > v.Slots() {
-				b = v.NextGrowthBytes()
-			}
+		if k, ok := kinds[flt.Kind()]; ok && k.growth != nil {
+			b = k.growth(flt, n)
 		}
 	})
 	return b
+}
+
+// NeedBytes is the memory applying c could add, as the leader estimates it
+// before proposing c, to refuse what would take the node past its memory
+// limit: a new filter's size and its key's, an existing filter's next
+// sub-filter if the items could fill it, a LOADCHUNK header's payload. It is 0
+// where nothing grows, and for a command the state machine will refuse anyway
+// (a bad spec or chunk), which is answered with the refusal.
+func (f *FSM) NeedBytes(c *Command) uint64 {
+	switch c.Op {
+	case OpReserve:
+		b, err := EstimateBytes(c.Spec)
+		if err != nil {
+			return 0
+		}
+		return b + KeyBytes(c.Key)
+	case OpAdd:
+		if _, ok := f.KindOf(c.Key); ok {
+			return f.GrowthBytes(c.Key, len(c.Items))
+		}
+		if c.NoCreate {
+			return 0
+		}
+		b, err := EstimateBytes(c.Spec)
+		if err != nil {
+			return 0
+		}
+		return b + KeyBytes(c.Key)
+	case OpLoadChunk:
+		if c.Iter != 1 {
+			return 0
+		}
+		h, err := filters.ParseDumpHeader(c.Data)
+		if err != nil {
+			return 0
+		}
+		return h.PayloadBytes
+	}
+	return 0
 }

@@ -1,10 +1,8 @@
 package fsm
 
 import (
-	"fmt"
 	"reflect"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/rookerydb/rookery/filters"
@@ -134,101 +132,4 @@ func (r *registry) scan(cursor uint64, count int, match func(key string, k filte
 	}
 	// At least one entry was examined and hashes ascend, so next > 0.
 	return r.order[i].hash, keys
-}
-
-// familyOf is the command family that owns a kind.
-func familyOf(k filters.Kind) Family {
-	switch k {
-	case filters.KindBloom, filters.KindScalable:
-		return FamilyBF
-	case filters.KindCuckoo:
-		return FamilyCF
-	case filters.KindCounting, filters.KindDLeft:
-		return FamilyCBF
-	}
-	return FamilyNone
-}
-
-// kinds says, per kind, how a Spec builds a filter and what it would take:
-// one place for both, so admission and creation never disagree.
-var kinds = map[filters.Kind]struct {
-	build func(s Spec) (filters.Filter, error)
-	bytes func(s Spec) (uint64, error)
-}{
-	filters.KindBloom: {
-		func(s Spec) (filters.Filter, error) { return filters.NewBloom(s.Capacity, s.ErrorRate) },
-		func(s Spec) (uint64, error) { return filters.BloomBytes(s.Capacity, s.ErrorRate) },
-	},
-	filters.KindScalable: {
-		func(s Spec) (filters.Filter, error) {
-			return filters.NewScalable(s.Capacity, s.ErrorRate, s.Expansion, s.NonScaling)
-		},
-		func(s Spec) (uint64, error) {
-			return filters.ScalableBytes(s.Capacity, s.ErrorRate, s.Expansion, s.NonScaling)
-		},
-	},
-	filters.KindCounting: {
-		func(s Spec) (filters.Filter, error) {
-			return filters.NewCounting(s.Capacity, s.ErrorRate, s.CounterBits)
-		},
-		func(s Spec) (uint64, error) { return filters.CountingBytes(s.Capacity, s.ErrorRate, s.CounterBits) },
-	},
-	filters.KindDLeft: {
-		func(s Spec) (filters.Filter, error) { return filters.NewDLeft(s.Capacity, s.ErrorRate, s.CounterBits) },
-		func(s Spec) (uint64, error) { return filters.DLeftBytes(s.Capacity, s.ErrorRate, s.CounterBits) },
-	},
-	filters.KindCuckoo: {
-		func(s Spec) (filters.Filter, error) { return filters.NewCuckoo(cuckooConfig(s)) },
-		func(s Spec) (uint64, error) { return filters.CuckooBytes(cuckooConfig(s)) },
-	},
-}
-
-// newFilter builds an empty filter from s.
-func newFilter(s Spec) (filters.Filter, error) {
-	k, ok := kinds[s.Kind]
-	if !ok {
-		return nil, ErrBadSpec
-	}
-	f, err := k.build(s)
-	if err != nil {
-		return nil, ErrBadSpec
-	}
-	return f, nil
-}
-
-func cuckooConfig(s Spec) filters.CuckooConfig {
-	return filters.CuckooConfig{Capacity: s.Capacity, BucketSize: int(s.BucketSize),
-		FingerprintBits: int(s.FingerprintBits), MaxIterations: int(s.MaxIterations),
-		Expansion: s.Expansion}
-}
-
-// EstimateBytes reports the memory a filter made from s would take when created,
-// without creating it. It returns ErrBadSpec for parameters the filter refuses.
-func EstimateBytes(s Spec) (uint64, error) {
-	k, ok := kinds[s.Kind]
-	if !ok {
-		return 0, ErrBadSpec
-	}
-	n, err := k.bytes(s)
-	if err != nil {
-		return 0, ErrBadSpec
-	}
-	return n, nil
-}
-
-// CheckSpec reports whether a filter can be built from s, without building it:
-// nil, or ErrBadSpec wrapped with the reason (a parameter out of range, or a
-// filter larger than one filter may be, with the bytes it would need). It
-// sizes the filter with overflow-checked arithmetic and allocates nothing, so
-// transport calls it while parsing: a spec that Apply would refuse is answered
-// at once and never takes a log entry. Apply still checks every spec itself.
-func CheckSpec(s Spec) error {
-	k, ok := kinds[s.Kind]
-	if !ok {
-		return fmt.Errorf("%w: unknown filter kind %d", ErrBadSpec, uint8(s.Kind))
-	}
-	if _, err := k.bytes(s); err != nil {
-		return fmt.Errorf("%w: %s", ErrBadSpec, strings.TrimPrefix(err.Error(), filters.ErrBadParam.Error()+": "))
-	}
-	return nil
 }

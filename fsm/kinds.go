@@ -1,0 +1,219 @@
+package fsm
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/rookerydb/rookery/filters"
+)
+
+// Everything the state machine knows of a filter kind is its row here: the
+// command family that owns it, how a Spec builds it and what that would take,
+// how an add behaves, what INFO says of it, and how it grows. Reads, deletes
+// and counts go through the interfaces of filters/ (Filter, Counter, Deleter),
+// so adding a kind is adding a row.
+type kindDesc struct {
+	family Family
+	// loadable: a LOADCHUNK of the family may create a filter of the kind.
+	loadable bool
+	build    func(s Spec) (filters.Filter, error)
+	bytes    func(s Spec) (uint64, error)
+	// add adds one item: its outcome (1 added, 0 may have been present, -1 no
+	// room), or an error and whether that error stops a multi-item command.
+	add func(flt filters.Filter, item []byte, nx, multi bool) (int64, error, bool)
+	// info fills the kind's fields of in.
+	info func(flt filters.Filter, in *Info)
+	// growth is the memory adding n items could add to the filter; nil for a
+	// kind that never grows.
+	growth func(flt filters.Filter, n int) uint64
+}
+
+var kinds = map[filters.Kind]kindDesc{
+	filters.KindBloom: {
+		family: FamilyBF,
+		build:  func(s Spec) (filters.Filter, error) { return filters.NewBloom(s.Capacity, s.ErrorRate) },
+		bytes:  func(s Spec) (uint64, error) { return filters.BloomBytes(s.Capacity, s.ErrorRate) },
+		add: func(flt filters.Filter, item []byte, _, _ bool) (int64, error, bool) {
+			return b2i(flt.(*filters.Bloom).Add(item)), nil, false
+		},
+		info: func(flt filters.Filter, in *Info) {
+			v := flt.(*filters.Bloom)
+			in.Capacity, in.Items, in.NonScaling = v.Capacity(), v.Count(), true
+			in.ErrorRate, in.EstimatedFPP = v.ErrorRate(), v.EstimatedFPP()
+		},
+	},
+	filters.KindScalable: {
+		loadable: true,
+		family:   FamilyBF,
+		build: func(s Spec) (filters.Filter, error) {
+			return filters.NewScalable(s.Capacity, s.ErrorRate, s.Expansion, s.NonScaling)
+		},
+		bytes: func(s Spec) (uint64, error) {
+			return filters.ScalableBytes(s.Capacity, s.ErrorRate, s.Expansion, s.NonScaling)
+		},
+		add: func(flt filters.Filter, item []byte, _, _ bool) (int64, error, bool) {
+			v := flt.(*filters.Scalable)
+			added, err := v.Add(item)
+			if err != nil {
+				if v.NonScaling() {
+					return 0, ErrNonScalingFull, true
+				}
+				return 0, ErrFull, true
+			}
+			return b2i(added), nil, false
+		},
+		info: func(flt filters.Filter, in *Info) {
+			v := flt.(*filters.Scalable)
+			in.Capacity, in.Items, in.Filters = v.Capacity(), v.Count(), uint64(v.Filters())
+			in.Expansion, in.NonScaling = uint64(v.Expansion()), v.NonScaling()
+			in.ErrorRate, in.EstimatedFPP = v.ErrorRate(), v.ErrorRate()
+		},
+		growth: func(flt filters.Filter, n int) uint64 {
+			if v := flt.(*filters.Scalable); v.Count()+uint64(n) > v.Capacity() {
+				return v.NextGrowthBytes()
+			}
+			return 0
+		},
+	},
+	filters.KindCounting: {
+		loadable: true,
+		family:   FamilyCBF,
+		build: func(s Spec) (filters.Filter, error) {
+			return filters.NewCounting(s.Capacity, s.ErrorRate, s.CounterBits)
+		},
+		bytes: func(s Spec) (uint64, error) { return filters.CountingBytes(s.Capacity, s.ErrorRate, s.CounterBits) },
+		add: func(flt filters.Filter, item []byte, _, _ bool) (int64, error, bool) {
+			return b2i(flt.(*filters.Counting).Add(item)), nil, false
+		},
+		info: func(flt filters.Filter, in *Info) {
+			v := flt.(*filters.Counting)
+			in.Capacity, in.Items, in.CounterBits = v.Capacity(), v.Items(), uint64(v.CounterBits())
+			in.ErrorRate, in.EstimatedFPP = v.ErrorRate(), v.ErrorRate()
+		},
+	},
+	filters.KindDLeft: {
+		loadable: true,
+		family:   FamilyCBF,
+		build:    func(s Spec) (filters.Filter, error) { return filters.NewDLeft(s.Capacity, s.ErrorRate, s.CounterBits) },
+		bytes:    func(s Spec) (uint64, error) { return filters.DLeftBytes(s.Capacity, s.ErrorRate, s.CounterBits) },
+		add: func(flt filters.Filter, item []byte, _, _ bool) (int64, error, bool) {
+			return b2i(flt.(*filters.DLeft).Add(item)), nil, false
+		},
+		info: func(flt filters.Filter, in *Info) {
+			v := flt.(*filters.DLeft)
+			in.Capacity, in.Items, in.CounterBits = v.Capacity(), v.Items(), uint64(v.CounterBits())
+			in.ErrorRate, in.EstimatedFPP = v.ErrorRate(), v.ErrorRate()
+		},
+	},
+	filters.KindCuckoo: {
+		loadable: true,
+		family:   FamilyCF,
+		build:    func(s Spec) (filters.Filter, error) { return filters.NewCuckoo(cuckooConfig(s)) },
+		bytes:    func(s Spec) (uint64, error) { return filters.CuckooBytes(cuckooConfig(s)) },
+		add:      addCuckoo,
+		info:     infoCuckoo,
+		growth: func(flt filters.Filter, n int) uint64 {
+			// Inserts start failing (and the filter growing) somewhere past half
+			// of the slots, depending on bucket size and evictions.
+			if v := flt.(*filters.Cuckoo); 2*(v.Items()+uint64(n)) > v.Slots() {
+				return v.NextGrowthBytes()
+			}
+			return 0
+		},
+	},
+}
+
+// addCuckoo adds a copy of item, or with nx only if it may not be there. A
+// full filter fails the item alone in a multi-item command (answering -1 for
+// it), as RedisBloom's CF.INSERT does.
+func addCuckoo(flt filters.Filter, item []byte, nx, multi bool) (int64, error, bool) {
+	v := flt.(*filters.Cuckoo)
+	added, err := true, error(nil)
+	if nx {
+		added, err = v.AddNX(item)
+	} else {
+		err = v.Add(item)
+	}
+	if err != nil {
+		if multi {
+			return -1, nil, false
+		}
+		if v.Filters() >= filters.MaxCuckooFilters {
+			return 0, ErrMaxExpansions, false
+		}
+		return 0, ErrFull, false
+	}
+	return b2i(added), nil, false
+}
+
+func infoCuckoo(flt filters.Filter, in *Info) {
+	v := flt.(*filters.Cuckoo)
+	in.Capacity, in.Items, in.Deleted = v.Slots(), v.Items(), v.Deleted()
+	in.Filters, in.Buckets, in.BucketSize = uint64(v.Filters()), v.Buckets(), uint64(v.BucketSize())
+	in.Expansion, in.MaxIter = uint64(v.Expansion()), uint64(v.MaxIterations())
+	// A lookup compares 2b fingerprints per sub-filter, each matching with
+	// probability 2^-f when its slot is occupied.
+	if slots := v.Slots(); slots > 0 {
+		load := float64(v.Items()) / float64(slots)
+		per := float64(2*v.BucketSize()) / float64(uint64(1)<<v.FingerprintBits())
+		in.EstimatedFPP = min(1, load*per*float64(v.Filters()))
+	}
+}
+
+// familyOf is the command family that owns a kind.
+func familyOf(k filters.Kind) Family {
+	if d, ok := kinds[k]; ok {
+		return d.family
+	}
+	return FamilyNone
+}
+
+// newFilter builds an empty filter from s.
+func newFilter(s Spec) (filters.Filter, error) {
+	k, ok := kinds[s.Kind]
+	if !ok {
+		return nil, ErrBadSpec
+	}
+	f, err := k.build(s)
+	if err != nil {
+		return nil, ErrBadSpec
+	}
+	return f, nil
+}
+
+func cuckooConfig(s Spec) filters.CuckooConfig {
+	return filters.CuckooConfig{Capacity: s.Capacity, BucketSize: int(s.BucketSize),
+		FingerprintBits: int(s.FingerprintBits), MaxIterations: int(s.MaxIterations),
+		Expansion: s.Expansion}
+}
+
+// EstimateBytes reports the memory a filter made from s would take when created,
+// without creating it. It returns ErrBadSpec for parameters the filter refuses.
+func EstimateBytes(s Spec) (uint64, error) {
+	k, ok := kinds[s.Kind]
+	if !ok {
+		return 0, ErrBadSpec
+	}
+	n, err := k.bytes(s)
+	if err != nil {
+		return 0, ErrBadSpec
+	}
+	return n, nil
+}
+
+// CheckSpec reports whether a filter can be built from s, without building it:
+// nil, or ErrBadSpec wrapped with the reason (a parameter out of range, or a
+// filter larger than one filter may be, with the bytes it would need). It
+// sizes the filter with overflow-checked arithmetic and allocates nothing, so
+// transport calls it while parsing: a spec that Apply would refuse is answered
+// at once and never takes a log entry. Apply still checks every spec itself.
+func CheckSpec(s Spec) error {
+	k, ok := kinds[s.Kind]
+	if !ok {
+		return fmt.Errorf("%w: unknown filter kind %d", ErrBadSpec, uint8(s.Kind))
+	}
+	if _, err := k.bytes(s); err != nil {
+		return fmt.Errorf("%w: %s", ErrBadSpec, strings.TrimPrefix(err.Error(), filters.ErrBadParam.Error()+": "))
+	}
+	return nil
+}

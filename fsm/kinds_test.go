@@ -1,0 +1,63 @@
+package fsm
+
+import (
+	"testing"
+
+	"github.com/rookerydb/rookery/filters"
+)
+
+// TestEveryKindHasARow: each kind's row is complete and agrees with the
+// filters it builds, so a new kind is a row and nothing else.
+func TestEveryKindHasARow(t *testing.T) {
+	specs := map[filters.Kind]Spec{
+		filters.KindBloom:    {Kind: filters.KindBloom, Capacity: 100, ErrorRate: 0.01},
+		filters.KindScalable: {Kind: filters.KindScalable, Capacity: 100, ErrorRate: 0.01, Expansion: 2},
+		filters.KindCounting: {Kind: filters.KindCounting, Capacity: 100, ErrorRate: 0.01, CounterBits: 4},
+		filters.KindDLeft:    {Kind: filters.KindDLeft, Capacity: 100, ErrorRate: 0.01, CounterBits: 4},
+		filters.KindCuckoo: {Kind: filters.KindCuckoo, Capacity: 100, BucketSize: 2, FingerprintBits: 8,
+			MaxIterations: 20, Expansion: 1},
+	}
+	if len(specs) != len(kinds) {
+		t.Fatalf("%d kinds have rows, the test knows %d", len(kinds), len(specs))
+	}
+	for k, d := range kinds {
+		if d.family == FamilyNone || d.build == nil || d.bytes == nil || d.add == nil || d.info == nil {
+			t.Errorf("kind %d: incomplete row", k)
+			continue
+		}
+		s, ok := specs[k]
+		if !ok {
+			t.Errorf("kind %d: no spec in the test", k)
+			continue
+		}
+		flt, err := newFilter(s)
+		if err != nil {
+			t.Errorf("kind %d: %v", k, err)
+			continue
+		}
+		if flt.Kind() != k {
+			t.Errorf("kind %d builds a filter of kind %d", k, flt.Kind())
+		}
+		if want, err := EstimateBytes(s); err != nil || want != flt.MemoryBytes() {
+			t.Errorf("kind %d: estimate %d (%v), built %d bytes", k, want, err, flt.MemoryBytes())
+		}
+		item := []byte("item")
+		if v, err, _ := addItem(flt, item, false, false); err != nil || v != 1 {
+			t.Errorf("kind %d: first add %d %v", k, v, err)
+		}
+		if !testItem(flt, item) {
+			t.Errorf("kind %d: an added item tests absent", k)
+		}
+		if in := infoOf("k", flt); in.Items != 1 || in.Capacity == 0 {
+			t.Errorf("kind %d: INFO says %d items, capacity %d", k, in.Items, in.Capacity)
+		}
+		_, counts := flt.(filters.Counter)
+		_, deletes := flt.(filters.Deleter)
+		if counts != deletes || counts != (d.family != FamilyBF) {
+			t.Errorf("kind %d of family %v: counts %v, deletes %v", k, d.family, counts, deletes)
+		}
+		if deletes && (!flt.(filters.Deleter).Delete(item) || testItem(flt, item)) {
+			t.Errorf("kind %d: delete did not remove the only copy", k)
+		}
+	}
+}

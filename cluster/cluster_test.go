@@ -376,3 +376,43 @@ func TestFiveNodesLoseTwoLeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestLeadershipConfirmedByPeersInTerm: a leader's read round counts only
+// answers to requests it sent for the round, from peers still in its term. A
+// leader deposed while it was cut off is refused by the peers that moved on,
+// whatever raft's own view of its last contact with them.
+func TestLeadershipConfirmedByPeersInTerm(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	li, old := tc.leader(15 * time.Second)
+	term := old.raft.CurrentTerm()
+	confirm := func(n *Node, term uint64) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return n.confirmLeadership(ctx, term)
+	}
+	if err := confirm(old, term); err != nil {
+		t.Fatalf("the leader of term %d could not confirm it: %v", term, err)
+	}
+	var all []string
+	for _, c := range tc.cfgs {
+		all = append(all, c.RaftAddr)
+	}
+	tc.faults.Isolate(tc.cfgs[li].RaftAddr, all...)
+	eventually(t, 15*time.Second, "a leader in a newer term", func() bool {
+		for i, n := range tc.nodes {
+			if i != li && n.IsLeader() && n.raft.CurrentTerm() > term {
+				return true
+			}
+		}
+		return false
+	})
+	tc.faults.Heal()
+	if err := confirm(old, term); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("the deposed leader confirmed term %d: %v", term, err)
+	}
+	// Whoever leads once the links are back confirms its own term.
+	eventually(t, 15*time.Second, "the current leader to confirm its term", func() bool {
+		_, cur := tc.leader(5 * time.Second)
+		return cur != nil && confirm(cur, cur.raft.CurrentTerm()) == nil
+	})
+}

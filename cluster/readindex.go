@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -210,13 +211,90 @@ func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
 	if mutant.On(mutant.SkipVerifyLeader) {
 		return idx, nil
 	}
-	if err := n.raft.VerifyLeader().Error(); err != nil {
-		return 0, translateReadErr(err)
+	if err := n.confirmLeadership(ctx, term); err != nil {
+		return 0, err
 	}
 	if n.raft.CurrentTerm() != term {
 		return 0, ErrNotLeader
 	}
 	return idx, nil
+}
+
+// confirmLeadership returns nil once a quorum of the configuration's voters,
+// this node among them, have said they are still in term, each in answer to a
+// request sent after the call began: then no other leader can have been
+// elected before the call, and the commit index read before it covers every
+// write acknowledged before it.
+//
+// raft's VerifyLeader is not enough: a heartbeat answered before the call
+// (say, just before this process was paused, and read only when it runs
+// again) counts as a vote, so a leader deposed during a pause could confirm
+// itself with it and serve a stale read. jepsen-lite's stale-leader fault
+// caught that. Our own requests are matched to their answers by id.
+//
+// A peer of a build without this request answers "unknown request"; if the
+// others do not make a quorum without it, the round falls back to
+// VerifyLeader, as safe as before, until the cluster is upgraded.
+func (n *Node) confirmLeadership(ctx context.Context, term uint64) error {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return translateReadErr(err)
+	}
+	var peers []string
+	votersN, yes := 0, 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		votersN++
+		if s.ID == raft.ServerID(n.cfg.ID) {
+			yes++
+		} else {
+			peers = append(peers, string(s.Address))
+		}
+	}
+	need := votersN/2 + 1
+	if yes >= need {
+		return nil
+	}
+	body := binary.BigEndian.AppendUint64(nil, term)
+	type answer struct{ ok, legacy bool }
+	answers := make(chan answer, len(peers))
+	for _, addr := range peers {
+		go func() {
+			_, err := n.peer(addr).call(ctx, opConfirm, body)
+			answers <- answer{ok: err == nil, legacy: err != nil && strings.Contains(err.Error(), errUnknownOp.Error())}
+		}()
+	}
+	legacy, no := 0, 0
+	for range peers {
+		select {
+		case a := <-answers:
+			switch {
+			case a.ok:
+				yes++
+			case a.legacy:
+				legacy++
+			default:
+				no++
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("%w: leadership not confirmed: %v", ErrNoLeader, ctx.Err())
+		}
+		if yes >= need {
+			return nil
+		}
+		if votersN-no < need {
+			return ErrNotLeader // a quorum can no longer say yes
+		}
+	}
+	if yes+legacy >= need {
+		if err := n.raft.VerifyLeader().Error(); err != nil {
+			return translateReadErr(err)
+		}
+		return nil
+	}
+	return ErrNotLeader
 }
 
 // remoteReadIndex asks the leader for a read index.

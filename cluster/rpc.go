@@ -28,6 +28,7 @@ const (
 	opReadIndex byte = 2 // reply: u64 index the caller must apply before reading
 	opStatus    byte = 3 // reply: peerStatus
 	opRemove    byte = 4 // body: node id to remove from the configuration
+	opConfirm   byte = 5 // body: u64 term; OK if this node is still in that term (readindex.go)
 )
 
 // Response codes.

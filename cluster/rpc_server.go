@@ -92,6 +92,18 @@ func (n *Node) serveRPC(c net.Conn) {
 		case opStatus:
 			b, _ := json.Marshal(n.peerStatus())
 			reply(nil, b)
+		case opConfirm:
+			// Answered here, in order: the answer is this node's term now,
+			// after the request arrived.
+			if len(body) != 8 {
+				reply(errBadConfirm, nil)
+				continue
+			}
+			if n.raft.CurrentTerm() != binary.BigEndian.Uint64(body) {
+				reply(ErrNotLeader, nil)
+				continue
+			}
+			reply(nil, nil)
 		case opRemove:
 			wg.Add(1)
 			go func() {
@@ -112,7 +124,10 @@ type rpcError string
 
 func (e rpcError) Error() string { return string(e) }
 
-const errUnknownOp = rpcError("unknown request")
+const (
+	errUnknownOp  = rpcError("unknown request")
+	errBadConfirm = rpcError("bad confirm request")
+)
 
 func (n *Node) peerStatus() peerStatus {
 	lid, _ := n.Leader()

@@ -95,6 +95,7 @@ func TestCheckerCatchesEveryMutant(t *testing.T) {
 			if !caught {
 				t.Fatalf("mutant %s: the run failed only on %v, not with a violation", name, rep.FailedChecks)
 			}
+			t.Logf("mutant %s caught by %v in %d operations", name, rep.FailedChecks, rep.Ops)
 		})
 	}
 	t.Run("real", func(t *testing.T) {

@@ -107,6 +107,11 @@ func (f *FSM) applyAdd(c *Command) *Result {
 	if filters.Loading(e.f) {
 		return &Result{Err: ErrBadData}
 	}
+	if k := kinds[e.kind]; k.refuse != nil {
+		if err := k.refuse(e.f); err != nil {
+			return &Result{Err: err}
+		}
+	}
 	r := &Result{Ints: make([]int64, 0, len(c.Items))}
 	f.mutate(e, func(flt filters.Filter) {
 		for _, it := range c.Items {

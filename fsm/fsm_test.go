@@ -125,8 +125,34 @@ func TestCuckooFullAndMaxExpansions(t *testing.T) {
 	if !errors.Is(last.Err, ErrMaxExpansions) {
 		t.Fatalf("growing filter ended with %v, want ErrMaxExpansions", last.Err)
 	}
-	if in, _ := h.f.Info(FamilyCF, "grows"); in.Filters != filters.MaxCuckooFilters {
+	in, _ := h.f.Info(FamilyCF, "grows")
+	if in.Filters != filters.MaxCuckooFilters {
 		t.Errorf("%d sub-filters, want %d", in.Filters, filters.MaxCuckooFilters)
+	}
+
+	// As RedisBloom: once a filter has its most sub-filters every add is
+	// refused before it touches the filter, room in the newest or not, and a
+	// multi-item add fails whole instead of answering per item.
+	h.ok(reserve(FamilyCF, "room", cfSpec(64, 4, 1)))
+	for i := 0; ; i++ {
+		h.ok(add(FamilyCF, "room", fmt.Sprint("r-", i)))
+		if in, _ := h.f.Info(FamilyCF, "room"); in.Filters == filters.MaxCuckooFilters {
+			break
+		}
+	}
+	full, _ := h.f.Info(FamilyCF, "room")
+	if full.Items >= full.Capacity {
+		t.Fatalf("the newest sub-filter is full (%d of %d): the test needs one with room", full.Items, full.Capacity)
+	}
+	multi := add(FamilyCF, "room", "x", "y")
+	multi.Multi = true
+	for _, c := range []*Command{add(FamilyCF, "room", "late"), multi} {
+		if r := h.apply(c); !errors.Is(r.Err, ErrMaxExpansions) || r.Ints != nil {
+			t.Errorf("add to a filter of %d sub-filters: %+v, want ErrMaxExpansions", full.Filters, r)
+		}
+	}
+	if after, _ := h.f.Info(FamilyCF, "room"); after.Items != full.Items {
+		t.Errorf("refused adds changed the item count from %d to %d", full.Items, after.Items)
 	}
 }
 

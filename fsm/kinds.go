@@ -21,6 +21,9 @@ type kindDesc struct {
 	// add adds one item: its outcome (1 added, 0 may have been present, -1 no
 	// room), or an error and whether that error stops a multi-item command.
 	add func(flt filters.Filter, item []byte, nx, multi bool) (int64, error, bool)
+	// refuse, if set, is checked before an add command touches the filter: a
+	// refusal fails the whole command and changes nothing.
+	refuse func(flt filters.Filter) error
 	// info fills the kind's fields of in.
 	info func(flt filters.Filter, in *Info)
 	// growth is the memory adding n items could add to the filter; nil for a
@@ -111,7 +114,16 @@ var kinds = map[filters.Kind]kindDesc{
 		build:    func(s Spec) (filters.Filter, error) { return filters.NewCuckoo(cuckooConfig(s)) },
 		bytes:    func(s Spec) (uint64, error) { return filters.CuckooBytes(cuckooConfig(s)) },
 		add:      addCuckoo,
-		info:     infoCuckoo,
+		// RedisBloom refuses every add to a filter of 32 sub-filters (its
+		// cf-max-expansions), before inserting, so that adding cannot keep a
+		// filter growing; its newest sub-filter may still have room.
+		refuse: func(flt filters.Filter) error {
+			if flt.(*filters.Cuckoo).Filters() >= filters.MaxCuckooFilters {
+				return ErrMaxExpansions
+			}
+			return nil
+		},
+		info: infoCuckoo,
 		growth: func(flt filters.Filter, n int) uint64 {
 			// Inserts start failing (and the filter growing) somewhere past half
 			// of the slots, depending on bucket size and evictions.

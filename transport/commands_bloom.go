@@ -374,7 +374,8 @@ func parseBFScanDump(s *Server, args [][]byte) (op, error) {
 }
 
 // scanDump serves BF.SCANDUMP and CF.SCANDUMP: [next iterator, chunk], and
-// [0, ""] after the last chunk.
+// after the last chunk [0, ""] (BF) or [0, nil] (CF), as RedisBloom answers;
+// a cuckoo filter with no items answers [0, nil] at once.
 func scanDump(args [][]byte, fam fsm.Family, parseIter func([]byte) (int64, bool), badIter error) op {
 	key := string(args[1])
 	iter, ok := parseIter(args[2])
@@ -387,6 +388,16 @@ func scanDump(args [][]byte, fam fsm.Family, parseIter func([]byte) (int64, bool
 			}
 			return
 		}
+		if fam == fsm.FamilyCF {
+			// RedisBloom dumps no cuckoo filter without items, and ends a
+			// cuckoo dump with a null chunk where a Bloom dump has "".
+			if in, err := q.Info(fam, key); err == nil && in.Items == 0 {
+				w.array(2)
+				w.int(0)
+				w.null()
+				return
+			}
+		}
 		next, data, err := q.ScanDump(fam, key, iter)
 		if err != nil {
 			w.fail(err)
@@ -394,6 +405,10 @@ func scanDump(args [][]byte, fam fsm.Family, parseIter func([]byte) (int64, bool
 		}
 		w.array(2)
 		w.int(next)
+		if next == 0 && fam == fsm.FamilyCF {
+			w.null()
+			return
+		}
 		w.bulk(data)
 	})
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -244,7 +245,11 @@ func TestGoRedisDumpAndLoad(t *testing.T) {
 			}
 			chunks := 0
 			for it := int64(0); ; chunks++ {
-				d := res(dump(it)).must(t)
+				d, err := dump(it)
+				if fam == "cf" && errors.Is(err, redis.Nil) {
+					break // RedisBloom ends a cuckoo dump with [0, nil], which go-redis reads as redis.Nil
+				}
+				d = res(d, err).must(t)
 				if d.Iter == 0 {
 					if d.Data != "" {
 						t.Errorf("%s: last chunk carries %d bytes", fam, len(d.Data))

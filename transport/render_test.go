@@ -166,6 +166,7 @@ func TestRenderReads(t *testing.T) {
 		{"BF.SCANDUMP missing x", "-ERR not found\r\n", "-ERR not found\r\n"},
 		{"BF.SCANDUMP bf x", "-Second argument must be numeric\r\n", "-Second argument must be numeric\r\n"},
 		{"CF.SCANDUMP cf 0", "*2\r\n:1\r\n$3\r\nhdr\r\n", "*2\r\n:1\r\n$3\r\nhdr\r\n"},
+		{"CF.SCANDUMP cf 5", "*2\r\n:0\r\n$-1\r\n", "*2\r\n:0\r\n_\r\n"},
 		{"CF.SCANDUMP bf 0", wt, wt},
 		{"TYPE bf", "+MBbloom--\r\n", "+MBbloom--\r\n"},
 		{"TYPE cf", "+MBbloomCF\r\n", "+MBbloomCF\r\n"},

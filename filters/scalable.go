@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"slices"
 )
 
 // Scalable is a scalable Bloom filter (Almeida, Baquero, Preguiça, Hutchison,
@@ -177,6 +178,9 @@ func (s *Scalable) Filters() int { return len(s.filters) }
 // Expansion returns the growth factor of the sub-filters' capacities, as given
 // when the filter was created (0 for a filter created non-scaling that way).
 func (s *Scalable) Expansion() uint32 { return s.expansion }
+
+// Links returns the chain's Bloom filters, oldest first, for reading only.
+func (s *Scalable) Links() []*Bloom { return slices.Clone(s.filters) }
 
 // NonScaling reports whether the filter refuses to grow.
 func (s *Scalable) NonScaling() bool { return s.nonScaling }

@@ -158,4 +158,15 @@ type Info struct {
 	ErrorRate    float64 // BF, CBF: as requested
 	CounterBits  uint64  // CBF
 	EstimatedFPP float64 // from the fill, where the kind can tell; else the target
+	Links        []Link  // BF: each Bloom filter of the chain, oldest first (BF.DEBUG)
+}
+
+// Link is one Bloom filter of a BF key, as BF.DEBUG shows it.
+type Link struct {
+	Bytes     uint64 // of its bit array
+	Bits      uint64
+	Hashes    int
+	Capacity  uint64
+	Items     uint64 // added to it
+	ErrorRate float64
 }

@@ -43,6 +43,7 @@ var kinds = map[filters.Kind]kindDesc{
 			v := flt.(*filters.Bloom)
 			in.Capacity, in.Items, in.NonScaling = v.Capacity(), v.Count(), true
 			in.ErrorRate, in.EstimatedFPP = v.ErrorRate(), v.EstimatedFPP()
+			in.Links = []Link{linkOf(v)}
 		},
 	},
 	filters.KindScalable: {
@@ -70,6 +71,9 @@ var kinds = map[filters.Kind]kindDesc{
 			in.Capacity, in.Items, in.Filters = v.Capacity(), v.Count(), uint64(v.Filters())
 			in.Expansion, in.NonScaling = uint64(v.Expansion()), v.NonScaling()
 			in.ErrorRate, in.EstimatedFPP = v.ErrorRate(), v.ErrorRate()
+			for _, b := range v.Links() {
+				in.Links = append(in.Links, linkOf(b))
+			}
 		},
 		growth: func(flt filters.Filter, n int) uint64 {
 			if v := flt.(*filters.Scalable); v.Count()+uint64(n) > v.Capacity() {
@@ -170,6 +174,11 @@ func infoCuckoo(flt filters.Filter, in *Info) {
 		per := float64(2*v.BucketSize()) / float64(uint64(1)<<v.FingerprintBits())
 		in.EstimatedFPP = min(1, load*per*float64(v.Filters()))
 	}
+}
+
+func linkOf(b *filters.Bloom) Link {
+	return Link{Bytes: b.Bits() / 8, Bits: b.Bits(), Hashes: b.Hashes(), Capacity: b.Capacity(), Items: b.Count(),
+		ErrorRate: b.ErrorRate()}
 }
 
 // familyOf is the command family that owns a kind.

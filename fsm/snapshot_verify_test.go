@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -24,7 +25,7 @@ func TestVerifySnapshotDescribes(t *testing.T) {
 		t.Fatalf("%d filters described, state holds %d", len(sum.Filters), len(want))
 	}
 	for i := range want {
-		if sum.Filters[i] != want[i] {
+		if !reflect.DeepEqual(sum.Filters[i], want[i]) {
 			t.Errorf("filter %d: described %+v, state %+v", i, sum.Filters[i], want[i])
 		}
 	}

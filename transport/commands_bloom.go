@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/rookerydb/rookery/filters"
@@ -29,6 +30,7 @@ func bloomCommands() []*command {
 		{name: "bf.mexists", arity: -3, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseBFExists},
 		{name: "bf.card", arity: 2, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseBFCard},
 		{name: "bf.info", arity: -2, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseBFInfo},
+		{name: "bf.debug", arity: 2, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseBFDebug},
 		{name: "bf.scandump", arity: 3, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseBFScanDump},
 		{name: "bf.loadchunk", arity: 4, flags: w, firstKey: 1, lastKey: 1, step: 1, chunkArg: 3, parse: parseBFLoadChunk},
 	}
@@ -372,6 +374,29 @@ func parseBFScanDump(s *Server, args [][]byte) (op, error) {
 	return scanDump(args, fsm.FamilyBF, func(b []byte) (int64, bool) { return parseInt64(b) },
 		redisError("Second argument must be numeric")), nil
 }
+
+// parseBFDebug: BF.DEBUG key, the chain's layout as RedisBloom shows it: the
+// items added, then one line per Bloom filter, oldest first.
+func parseBFDebug(s *Server, args [][]byte) (op, error) {
+	key := string(args[1])
+	return readOp(func(q queries, w *reply) {
+		in, err := q.Info(fsm.FamilyBF, key)
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		w.array(1 + len(in.Links))
+		w.bulkString(fmt.Sprintf("size:%d", in.Items))
+		for _, l := range in.Links {
+			w.bulkString(fmt.Sprintf("bytes:%d bits:%d hashes:%d hashwidth:64 capacity:%d size:%d ratio:%s",
+				l.Bytes, l.Bits, l.Hashes, l.Capacity, l.Items, formatG(l.ErrorRate)))
+		}
+	}), nil
+}
+
+// formatG formats f as C's printf %g does (six significant digits, no
+// trailing zeros), as RedisBloom prints ratios.
+func formatG(f float64) string { return strconv.FormatFloat(f, 'g', 6, 64) }
 
 // scanDump serves BF.SCANDUMP and CF.SCANDUMP: [next iterator, chunk], and
 // after the last chunk [0, ""] (BF) or [0, nil] (CF), as RedisBloom answers;

@@ -34,6 +34,7 @@ func cuckooCommands() []*command {
 		{name: "cf.del", arity: 3, flags: w, firstKey: 1, lastKey: 1, step: 1, parse: parseCFDel},
 		{name: "cf.info", arity: 2, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFInfo},
 		{name: "cf.scandump", arity: 3, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFScanDump},
+		{name: "cf.debug", arity: 2, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFDebug},
 		{name: "cf.loadchunk", arity: 4, flags: w, firstKey: 1, lastKey: 1, step: 1, chunkArg: 3, parse: parseCFLoadChunk},
 	}
 }
@@ -241,6 +242,21 @@ func parseCFScanDump(s *Server, args [][]byte) (op, error) {
 		return op{}, redisError("Invalid position")
 	}
 	return scanDump(args, fsm.FamilyCF, parseInt64, nil), nil
+}
+
+// parseCFDebug: CF.DEBUG key, the filter's shape in one line as RedisBloom
+// shows it (buckets: of the first sub-filter).
+func parseCFDebug(s *Server, args [][]byte) (op, error) {
+	key := string(args[1])
+	return readOp(func(q queries, w *reply) {
+		in, err := q.Info(fsm.FamilyCF, key)
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		w.bulkString(fmt.Sprintf("bktsize:%d buckets:%d items:%d deletes:%d filters:%d max_iterations:%d expansion:%d",
+			in.BucketSize, in.Buckets, in.Items, in.Deleted, in.Filters, in.MaxIter, in.Expansion))
+	}), nil
 }
 
 // parseCFLoadChunk: CF.LOADCHUNK key iterator data (iterator 0 is invalid).

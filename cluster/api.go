@@ -35,6 +35,9 @@ var (
 	ErrShutdown = errors.New("node is shutting down")
 	// ErrTooLarge: admitting the request would pass the node's memory limit; not applied.
 	ErrTooLarge = errors.New("memory limit exceeded")
+	// ErrNeedsUpgrade: the command needs a log format a member of the cluster
+	// does not read yet (fsm.MinCodec); not applied.
+	ErrNeedsUpgrade = errors.New("not every node of the cluster can apply this command")
 	// ErrHalted: this node's state machine stopped at a log entry it could not
 	// read (fsm.Halt); it serves no reads until it is recovered.
 	ErrHalted = errors.New("node halted")

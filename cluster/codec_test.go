@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -99,7 +101,7 @@ func TestHeldNodeKeepsTheClusterAtItsFormat(t *testing.T) {
 		tc.mustWrite(bfAdd("k", string(rune('a'+i))))
 	}
 	_, l := tc.leader(10 * time.Second)
-	if f := formats(l); f[fsm.CodecV3] != 0 || f[fsm.CodecV2] == 0 {
+	if f := formats(l); f[fsm.CodecV3] != 0 || f[fsm.CodecV4] != 0 || f[fsm.CodecV2] == 0 {
 		t.Fatalf("entries by format with n3 held at 2: %v", f)
 	}
 	if st := tc.nodes[held].Status(); st.LogFormat != 2 || !st.Ready {
@@ -113,15 +115,25 @@ func TestHeldNodeKeepsTheClusterAtItsFormat(t *testing.T) {
 			t.Fatalf("%s halted: %v", n.ID(), h)
 		}
 	}
+	// A command of a later format is refused, not applied, while a member
+	// cannot read it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, err := submit(ctx, l, &fsm.Command{Op: fsm.OpRename, Key: "k", Keys: []string{"k2"}})
+	cancel()
+	if !errors.Is(err, ErrNeedsUpgrade) {
+		t.Fatalf("RENAME with n3 held at format 2: %v, want ErrNeedsUpgrade", err)
+	}
 
 	tc.crash(held)
 	tc.cfgs[held].MaxLogFormat = 0
 	tc.start(held)
-	eventually(t, 20*time.Second, "format 3 entries once n3 is upgraded", func() bool {
+	eventually(t, 20*time.Second, "current-format entries once n3 is upgraded", func() bool {
 		tc.mustWrite(bfAdd("k", "after"))
 		_, l := tc.leader(10 * time.Second)
-		return formats(l)[fsm.CodecV3] > 0 && l.Status().LogFormatUse == 3
+		return formats(l)[fsm.CodecVersion] > 0 && l.Status().LogFormatUse == int(fsm.CodecVersion)
 	})
+	tc.mustWrite(&fsm.Command{Op: fsm.OpRename, Key: "k", Keys: []string{"k2"}})
+	tc.mustWrite(&fsm.Command{Op: fsm.OpRename, Key: "k2", Keys: []string{"k"}})
 	tc.mustWrite(bfAdd("k", "last"))
 	eventually(t, 10*time.Second, "every write on the upgraded node", func() bool {
 		return exists(t, tc.nodes[held], "k", "last") && exists(t, tc.nodes[held], "k", "a")

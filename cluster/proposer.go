@@ -180,7 +180,13 @@ func (n *Node) propose(batch []proposal) {
 	now := time.Now().UnixNano()
 	props := make([]proposal, 0, len(batch))
 	cmds := make([]*fsm.Command, 0, len(batch))
+	v := n.entryCodec()
 	for _, p := range batch {
+		if need := fsm.MinCodec(p.cmd); need > v {
+			p.fut.Resolve(nil, fmt.Errorf("%w: it needs log format %d and a member reads only up to %d; upgrade every node",
+				ErrNeedsUpgrade, need, v))
+			continue
+		}
 		if err := n.admit(&p); err != nil {
 			p.fut.Resolve(nil, err)
 			continue
@@ -194,7 +200,7 @@ func (n *Node) propose(batch []proposal) {
 		return
 	}
 	var data []byte
-	if v := n.entryCodec(); len(cmds) == 1 {
+	if len(cmds) == 1 {
 		data = fsm.EncodeCommandVersion(cmds[0], v)
 	} else {
 		data = fsm.EncodeBatchVersion(cmds, v)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
 )
@@ -42,6 +43,7 @@ const (
 	codeError         byte = 6 // body: message
 	codeDiskFull      byte = 7 // body: message
 	codeDiskError     byte = 8 // body: message
+	codeNeedsUpgrade  byte = 9 // body: message
 )
 
 const (
@@ -69,6 +71,8 @@ func codeOf(err error) byte {
 		return codeDiskFull
 	case errors.Is(err, ErrDiskError):
 		return codeDiskError
+	case errors.Is(err, ErrNeedsUpgrade):
+		return codeNeedsUpgrade
 	}
 	return codeError
 }
@@ -91,6 +95,8 @@ func errOf(code byte, body []byte) error {
 		return fmt.Errorf("%w: on the leader: %s", ErrDiskFull, body)
 	case codeDiskError:
 		return fmt.Errorf("%w: on the leader: %s", ErrDiskError, body)
+	case codeNeedsUpgrade:
+		return fmt.Errorf("%w: %s", ErrNeedsUpgrade, strings.TrimPrefix(string(body), ErrNeedsUpgrade.Error()+": "))
 	}
 	return fmt.Errorf("peer: %s", body)
 }

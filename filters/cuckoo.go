@@ -282,6 +282,54 @@ func (c *Cuckoo) DeleteDigest(d Digest) bool {
 	return false
 }
 
+// Compact moves fingerprints from newer sub-filters into free slots of older
+// ones, newest first, and drops each newest sub-filter it empties, as
+// RedisBloom's CF.COMPACT does after deletes have made room; it resets
+// Deleted. Every item stays exactly as held: a fingerprint moves only into a
+// bucket its item maps to in the older sub-filter (a grown sub-filter's index,
+// shifted down by the difference of the shifts, is the older one's, and the
+// alternate bucket follows from the fingerprint), so Test, Count and Delete
+// answer as before.
+func (c *Cuckoo) Compact() {
+	for j := len(c.subs) - 1; j >= 1; j-- {
+		t := &c.subs[j]
+		emptied := true
+		for b := uint64(0); b < t.m; b++ {
+			for p := b * t.w; p < (b+1)*t.w; p += t.f {
+				fp := t.laneAt(p)
+				if fp == 0 {
+					continue
+				}
+				if c.moveDown(j, b, fp) {
+					t.setLaneAt(p, 0)
+				} else {
+					emptied = false
+				}
+			}
+		}
+		if emptied && j == len(c.subs)-1 {
+			c.subs = c.subs[:j]
+		}
+	}
+	c.deleted = 0
+}
+
+// moveDown puts fp, held in bucket b of sub-filter j, into a free slot of the
+// oldest sub-filter with room in that item's buckets, and reports whether it
+// found one.
+func (c *Cuckoo) moveDown(j int, b, fp uint64) bool {
+	from := &c.subs[j]
+	h := cuckooAltHash(fp, c.m0, c.fpBits)
+	for i := 0; i < j; i++ {
+		t := &c.subs[i]
+		bi := b >> (from.shift - t.shift)
+		if t.putIn(bi, fp) || t.putIn(t.alt(bi, h, fp), fp) {
+			return true
+		}
+	}
+	return false
+}
+
 // Items returns the number of fingerprints the filter holds: adds minus deletes.
 // It is never more than Slots.
 func (c *Cuckoo) Items() uint64 { return c.items }

@@ -37,13 +37,14 @@ const (
 // apply. A leader writes the highest version every member can read (cluster
 // negotiates it over gossip), so a rolling upgrade never hands an old node an
 // entry it cannot apply.
-const CodecVersion = CodecV3
+const CodecVersion = CodecV4
 
 // Entry codec versions.
 const (
 	CodecV1 = 1 // no checksum; still read, for logs written by older builds
 	CodecV2 = 2 // a CRC-32C closes every entry
 	CodecV3 = 3 // commands carry fields: optional, or ones a node must understand
+	CodecV4 = 4 // ops RENAME, FLUSH and COMPACT
 )
 
 // Op is what a Command does.
@@ -56,7 +57,20 @@ const (
 	OpDelete    Op = 3 // delete Items[0] (CF.DEL, CBF.DEL)
 	OpDelKeys   Op = 4 // DEL Keys...: Ints[0] = how many existed
 	OpLoadChunk Op = 5 // LOADCHUNK Key Iter Data (Family BF or CF)
+	// Log format 4 on (MinCodec).
+	OpRename  Op = 6 // RENAME Key to Keys[0], replacing it unless NX: Ints[0] = 1 renamed, 0 not (NX, taken)
+	OpFlush   Op = 7 // FLUSHALL: delete every filter; Ints[0] = how many there were
+	OpCompact Op = 8 // CF.COMPACT Key: move fingerprints into older sub-filters, drop emptied ones
 )
+
+// MinCodec is the lowest log format that can carry c: a leader proposes c only
+// once every member reads it.
+func MinCodec(c *Command) byte {
+	if c.Op >= OpRename {
+		return CodecV4
+	}
+	return CodecV1
+}
 
 // Family is the command family a Command or query belongs to; it decides which
 // kinds of filter the key may hold (others answer ErrWrongType) and which kind an

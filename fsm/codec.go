@@ -108,7 +108,7 @@ const (
 )
 
 // lastOp is the highest Op this build knows.
-const lastOp = OpLoadChunk
+const lastOp = OpCompact
 
 // EncodeCommand returns c as a TypeCommand log entry of the current version.
 func EncodeCommand(c *Command) []byte { return EncodeCommandVersion(c, CodecVersion) }

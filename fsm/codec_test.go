@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -297,13 +298,13 @@ func TestCommandFields(t *testing.T) {
 	if !errors.As(err, &fe) || errors.Is(err, ErrCorrupt) || len(got) != 0 {
 		t.Fatalf("must-understand field: %v, %d commands; want a FormatError", err, len(got))
 	}
-	if want := "log entry needs a newer rookery (log format 3, field 7 it must understand; this node reads up to 3)"; err.Error() != want {
+	if want := fmt.Sprintf("log entry needs a newer rookery (log format 3, field 7 it must understand; this node reads up to %d)", CodecVersion); err.Error() != want {
 		t.Errorf("error %q, want %q", err, want)
 	}
 	// A node held at format 2 refuses a format 3 entry the same way, whatever
 	// it holds, and still reads damage as damage.
 	_, _, err = decodeEntry(EncodeCommand(c), CodecV2)
-	if !errors.As(err, &fe) || fe.Format != CodecV3 || fe.Max != CodecV2 || fe.What != "" {
+	if !errors.As(err, &fe) || fe.Format != CodecVersion || fe.Max != CodecV2 || fe.What != "" {
 		t.Fatalf("format 3 entry on a format 2 node: %v", err)
 	}
 	damaged := EncodeCommand(c)
@@ -359,7 +360,7 @@ func TestApplyHaltsOnNewerFormat(t *testing.T) {
 	// A must-understand field it does not know halts even a current node.
 	r := cur.Apply(&raft.Log{Index: 4, Type: raft.LogCommand,
 		Data: encodeCommandFields(add(FamilyBF, "k", "d"), CodecV3, []field{{tag: 2, must: true}})})
-	want = "log entry at index 4 needs a newer rookery (log format 3, field 2 it must understand; this node reads up to 3): upgrade this node"
+	want = fmt.Sprintf("log entry at index 4 needs a newer rookery (log format 3, field 2 it must understand; this node reads up to %d): upgrade this node", CodecVersion)
 	if h, ok := r.(*Halt); !ok || h.Error() != want {
 		t.Fatalf("must-understand field: %v, want %q", r, want)
 	}

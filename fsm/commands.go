@@ -181,6 +181,59 @@ func (f *FSM) applyDelKeys(c *Command) *Result {
 	return &Result{Ints: []int64{n}}
 }
 
+// applyRename moves c.Key's filter to c.Keys[0] (RENAME), replacing whatever
+// was there; with c.NX only if nothing was (RENAMENX). The filter keeps its
+// snapshot generation, so a snapshot still streaming it is not written under.
+func (f *FSM) applyRename(c *Command) *Result {
+	if len(c.Keys) != 1 {
+		return &Result{Err: ErrBadData}
+	}
+	src := f.reg.byKey[c.Key]
+	if src == nil {
+		return &Result{Err: ErrNotFound}
+	}
+	to := c.Keys[0]
+	if to == c.Key {
+		return &Result{Ints: []int64{b2i(!c.NX)}}
+	}
+	if dst := f.reg.byKey[to]; dst != nil {
+		if c.NX {
+			return &Result{Ints: []int64{0}}
+		}
+		f.reg.remove(dst)
+		f.memory.Add(-dst.mem)
+	}
+	f.reg.remove(src)
+	f.memory.Add(-src.mem)
+	e := &entry{key: to, kind: src.kind, f: src.f, gen: src.gen, mem: entryBytes(to, src.f)}
+	f.reg.put(e)
+	f.memory.Add(e.mem)
+	return &Result{Ints: []int64{1}}
+}
+
+// applyFlush deletes every filter (FLUSHALL, FLUSHDB).
+func (f *FSM) applyFlush(c *Command) *Result {
+	f.reg.mu.Lock()
+	n := len(f.reg.byKey)
+	f.reg.byKey, f.reg.order = make(map[string]*entry), nil
+	f.reg.mu.Unlock()
+	f.memory.Store(0)
+	return &Result{Ints: []int64{int64(n)}}
+}
+
+// applyCompact compacts c.Key's cuckoo filter (CF.COMPACT).
+func (f *FSM) applyCompact(c *Command) *Result {
+	e, err := f.lookup(c.Key, FamilyCF)
+	if err != nil {
+		return &Result{Err: err}
+	}
+	if filters.Loading(e.f) {
+		return &Result{Err: ErrBadData}
+	}
+	f.mutate(e, func(flt filters.Filter) { flt.(*filters.Cuckoo).Compact() })
+	return &Result{}
+}
+
 // applyLoadChunk loads one SCANDUMP chunk: iterator 1 (the header) creates an
 // empty filter under c.Key, which must not exist; later chunks fill it. Until
 // the last chunk is in, the filter answers reads from what has arrived and

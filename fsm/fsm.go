@@ -108,6 +108,9 @@ func New(opts Options) *FSM {
 		OpDelete:    f.applyDelete,
 		OpDelKeys:   f.applyDelKeys,
 		OpLoadChunk: f.applyLoadChunk,
+		OpRename:    f.applyRename,
+		OpFlush:     f.applyFlush,
+		OpCompact:   f.applyCompact,
 	}
 	return f
 }

@@ -35,6 +35,7 @@ func cuckooCommands() []*command {
 		{name: "cf.info", arity: 2, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFInfo},
 		{name: "cf.scandump", arity: 3, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFScanDump},
 		{name: "cf.debug", arity: 2, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFDebug},
+		{name: "cf.compact", arity: 2, flags: w, firstKey: 1, lastKey: 1, step: 1, parse: parseCFCompact},
 		{name: "cf.loadchunk", arity: 4, flags: w, firstKey: 1, lastKey: 1, step: 1, chunkArg: 3, parse: parseCFLoadChunk},
 	}
 }
@@ -242,6 +243,23 @@ func parseCFScanDump(s *Server, args [][]byte) (op, error) {
 		return op{}, redisError("Invalid position")
 	}
 	return scanDump(args, fsm.FamilyCF, parseInt64, nil), nil
+}
+
+// parseCFCompact: CF.COMPACT key moves fingerprints into older sub-filters and
+// drops the newest ones it empties (after deletes made room); OK, or
+// RedisBloom's "Cuckoo filter was not found" for a missing key or another kind.
+func parseCFCompact(s *Server, args [][]byte) (op, error) {
+	if err := s.cfg.checkKey(args[1]); err != nil {
+		return op{}, err
+	}
+	cmd := &fsm.Command{Op: fsm.OpCompact, Family: fsm.FamilyCF, Key: string(args[1])}
+	return writeOp(cmd, func(w *reply, r *fsm.Result) {
+		if errors.Is(r.Err, fsm.ErrNotFound) || errors.Is(r.Err, fsm.ErrWrongType) {
+			w.fail(redisError("Cuckoo filter was not found"))
+			return
+		}
+		renderOK(w, r)
+	}), nil
 }
 
 // parseCFDebug: CF.DEBUG key, the filter's shape in one line as RedisBloom

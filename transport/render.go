@@ -143,6 +143,8 @@ func renderErr(err error) string {
 		return "OOM command not allowed: " + err.Error()
 	case errors.Is(err, cluster.ErrDiskFull), errors.Is(err, cluster.ErrDiskError):
 		return "ERR " + err.Error() // "ERR disk full: ...", not applied
+	case errors.Is(err, cluster.ErrNeedsUpgrade):
+		return "ERR " + err.Error() // not applied
 	}
 	return "INDETERMINATE " + err.Error() + ": the write may or may not have been applied"
 }
@@ -199,7 +201,8 @@ func outcome(err error) string {
 		return "indeterminate"
 	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader),
 		errors.Is(err, cluster.ErrShutdown), errors.Is(err, cluster.ErrTooLarge),
-		errors.Is(err, cluster.ErrDiskFull), errors.Is(err, cluster.ErrDiskError):
+		errors.Is(err, cluster.ErrDiskFull), errors.Is(err, cluster.ErrDiskError),
+		errors.Is(err, cluster.ErrNeedsUpgrade):
 		return "unavailable"
 	}
 	return "error"

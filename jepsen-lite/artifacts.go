@@ -80,6 +80,7 @@ type summary struct {
 	Linearizable map[string]string       `json:"linearizable"` // by key: Ok, Illegal or Unknown
 	ClientCuts   int64                   `json:"client_connections_cut"`
 	Restores     int                     `json:"snapshot_restores"` // snapshots the nodes restored, at restart or installed from the leader
+	SlowStops    []string                `json:"slow_shutdowns"`    // files holding the log and stacks of each node that did not exit in time after SIGTERM
 	Installs     int                     `json:"snapshot_installs"` // of those, installed from the leader
 	Held         map[string]int64        `json:"cuckoo_held"`
 	HeldRange    [2]int64                `json:"cuckoo_held_allowed"`
@@ -147,7 +148,13 @@ func summarize(cfg Config, rep *Report, code int) summary {
 		}
 		s.Latency[k] = latency{P50: ms(0.5), P99: ms(0.99), Max: float64(ds[len(ds)-1]) / 1e6}
 	}
-	s.Unavailable = unavailable(okAt, int64(rep.WorkloadDuration))
+	// The workload ends when the last operation returns; the nemesis may
+	// still be healing its last fault.
+	last := int64(0)
+	for _, o := range rep.History {
+		last = max(last, o.ret)
+	}
+	s.Unavailable = unavailable(okAt, min(last, int64(rep.WorkloadDuration)))
 	for _, k := range rep.Keys {
 		s.Linearizable[k.key] = string(k.result)
 	}
@@ -179,6 +186,11 @@ func writeArtifacts(dir string, cfg Config, rep *Report, code int) error {
 	s := summarize(cfg, rep, code)
 	var errs []error
 	errs = append(errs, writeHistory(filepath.Join(dir, "history.jsonl"), rep.History))
+	for i, st := range rep.Slow {
+		name := fmt.Sprintf("slow-shutdown-%d-%s.log", i+1, st.Node)
+		errs = append(errs, os.WriteFile(filepath.Join(dir, name), []byte(st.Log), 0o644))
+		s.SlowStops = append(s.SlowStops, name)
+	}
 	for _, k := range rep.Keys {
 		if k.ops == 0 {
 			continue

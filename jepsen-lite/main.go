@@ -180,7 +180,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, rep.String())
 		code = exitCode(rep)
 	}
-	if rep == nil || (*out == "" && code == exitOK) {
+	if rep == nil || (*out == "" && code == exitOK && len(rep.Slow) == 0) {
 		return code
 	}
 	keep := *out
@@ -212,6 +212,9 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "linearizable: %s (checked in %v)\n", strings.Join(lin, ", "), r.CheckDuration.Round(time.Millisecond))
 	fmt.Fprintf(&b, "acknowledged and expected present: %d Bloom items, %d cuckoo and counting items\n", r.AckedBloom, r.AckedCuckoo)
 	fmt.Fprintf(&b, "cuckoo items held per node %v, allowed [%d, %d]\n", r.Held, r.HeldRange[0], r.HeldRange[1])
+	for _, st := range r.Slow {
+		fmt.Fprintf(&b, "WARNING: %s did not exit within 20s of SIGTERM (its stacks are in the artifacts)\n", st.Node)
+	}
 	for _, p := range append(r.Problems, r.more()...) {
 		fmt.Fprintf(&b, "PROBLEM: %s\n", p)
 	}

@@ -87,7 +87,16 @@ type nemesis struct {
 	probes   int
 	injected int
 	events   []faultEvent
+	slow     []slowStop
 	mu       sync.Mutex
+}
+
+// slowStop is a node that did not exit in time after SIGTERM, with its log
+// and the stacks SIGQUIT made it print.
+type slowStop struct {
+	Node string
+	At   int64 // ns since the run began
+	Log  string
 }
 
 // faultEvent is one fault as the summary reports it: times are ns since the
@@ -221,6 +230,7 @@ func (n *nemesis) inject(fault string, m *nodeproc.Member) error {
 	case faultTerm:
 		if err := m.Stop(syscall.SIGTERM, 20*time.Second); err != nil {
 			n.log("nemesis: %s after SIGTERM: %v", m.ID, err)
+			n.slowStop(m)
 		}
 		time.Sleep(n.hold)
 		return n.restart(m)
@@ -361,6 +371,22 @@ func (n *nemesis) replace(m *nodeproc.Member) error {
 		}
 	}
 	return fmt.Errorf("%s never became a voter", id)
+}
+
+// slowStop records a node that did not stop within its time after SIGTERM:
+// SIGQUIT makes it print every goroutine's stack before it exits, and its log
+// goes into the artifacts whatever the verdict.
+func (n *nemesis) slowStop(m *nodeproc.Member) {
+	if m.Alive() {
+		_ = m.Signal(syscall.SIGQUIT)
+		select {
+		case <-m.Exited():
+		case <-time.After(5 * time.Second):
+		}
+	}
+	n.mu.Lock()
+	n.slow = append(n.slow, slowStop{Node: m.ID, At: n.h.now(), Log: m.Logs()})
+	n.mu.Unlock()
 }
 
 func (n *nemesis) restart(m *nodeproc.Member) error {

@@ -60,6 +60,7 @@ type Report struct {
 	History  []op              // every operation, failed ones included, as the clients saw them
 	Keys     []keyCheck        // the linearizability check of each group of keys
 	Events   []faultEvent      // the faults injected
+	Slow     []slowStop        // nodes that did not exit in time after SIGTERM
 	NodeDirs map[string]string // each node's data directory
 	NodeLogs map[string]string // each node's log, over all its restarts
 
@@ -194,7 +195,7 @@ func Run(cfg Config) (*Report, error) {
 	wg.Wait()
 	end := h.now()
 	rep.Faults, rep.Events, rep.WorkloadDuration, rep.History = nem.injected, nem.events, time.Duration(end), h.all()
-	rep.ClientCuts = cut.cuts.Load()
+	rep.ClientCuts, rep.Slow = cut.cuts.Load(), nem.slow
 	if nemesisErr != nil {
 		return rep, fmt.Errorf("nemesis: %w", nemesisErr)
 	}

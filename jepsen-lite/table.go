@@ -18,9 +18,9 @@ import (
 //	go run ./jepsen-lite table runs/*
 func table(dirs []string, w io.Writer) error {
 	faultKinds := allFaults[:len(allFaults)-1] // a mix is counted as its parts' kinds too
-	fmt.Fprintf(w, "| seed | workload | ok ops | unknown | failed | faults (%s) | leader hit | cuts | snapshots restored (installed) | longest unavailable | violations | acked lost | verdict |\n",
+	fmt.Fprintf(w, "| seed | workload | ok ops | unknown | failed | faults (%s) | leader hit | cuts | snapshots restored (installed) | slow SIGTERM exits | longest unavailable | violations | acked lost | verdict |\n",
 		strings.Join(faultKinds, "/"))
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, d := range dirs {
 		b, err := os.ReadFile(filepath.Join(d, "summary.json"))
 		if err != nil {
@@ -57,9 +57,9 @@ func table(dirs []string, w io.Writer) error {
 				lost++
 			}
 		}
-		fmt.Fprintf(w, "| %d | %v | %d | %d | %d | %s | %d | %d | %d (%d) | %v | %d | %d | %s |\n", s.Seed,
+		fmt.Fprintf(w, "| %d | %v | %d | %d | %d | %s | %d | %d | %d (%d) | %d | %v | %d | %d | %s |\n", s.Seed,
 			s.Workload.Round(time.Second), ok, unknown, failed, strings.Join(counts, "/"), leader, s.ClientCuts,
-			s.Restores, s.Installs, longest.Round(100*time.Millisecond), violations, lost, s.Verdict)
+			s.Restores, s.Installs, len(s.SlowStops), longest.Round(100*time.Millisecond), violations, lost, s.Verdict)
 	}
 	return nil
 }

@@ -154,7 +154,9 @@ func rpcAttack(t *testing.T, c net.Conn) []byte {
 // the cluster's leader, term and log stay as they were.
 func TestRaftPortRefusesStrangers(t *testing.T) {
 	tc, ca := newTLSCluster(t, 3)
-	li, l := tc.leader(15 * time.Second)
+	// The first election of three TLS nodes can take long on a loaded
+	// machine; what this test checks comes after it.
+	li, l := tc.leader(30 * time.Second)
 	mustSubmit(t, l, bfAdd("k", "before"))
 	eventually(t, 10*time.Second, "every node to apply", func() bool {
 		for _, n := range tc.live() {

@@ -72,7 +72,9 @@ func TestCheckerCatchesEveryMutant(t *testing.T) {
 	}
 	real, mutants := binaries(t)
 	run := func(t *testing.T, bin, name string, faults []string) *Report {
-		cfg := Config{Binary: bin, Dir: t.TempDir(), Nodes: 3, Workers: 6, Duration: 12 * time.Second,
+		// Four workers: the test shares a 2-core machine with the other
+		// packages' tests, and every mutant shows within seconds.
+		cfg := Config{Binary: bin, Dir: t.TempDir(), Nodes: 3, Workers: 4, Duration: 12 * time.Second,
 			Faults: faults, Interval: 700 * time.Millisecond, Hold: 2 * time.Second, OpTimeout: 8 * time.Second,
 			Seed: 7, Mutant: name, Log: t.Logf}
 		rep, err := Run(cfg)

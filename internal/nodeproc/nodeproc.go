@@ -110,7 +110,16 @@ func (p *Proc) start() error {
 	}()
 	select {
 	case m := <-found:
-		p.RESP, p.HTTP, p.Raft, p.Gossip = m[0], m[1], m[2], m[3]
+		if p.RESP == "" {
+			p.RESP, p.HTTP, p.Raft, p.Gossip = m[0], m[1], m[2], m[3]
+			return nil
+		}
+		// A restart keeps its ports, and the fields are never written again:
+		// other goroutines read them while a node restarts.
+		if got := [4]string{m[0], m[1], m[2], m[3]}; got != [4]string{p.RESP, p.HTTP, p.Raft, p.Gossip} {
+			p.Kill()
+			return fmt.Errorf("restarted on addresses %v, not %v", got, [4]string{p.RESP, p.HTTP, p.Raft, p.Gossip})
+		}
 		return nil
 	case <-exited:
 		return fmt.Errorf("rookery exited before listening: %v\n%s", p.ExitErr(), p.Logs())

@@ -283,9 +283,9 @@ func (n *nemesis) inject(fault string, m *nodeproc.Member) error {
 // writes on connections opened before the pause, and resumes it.
 func (n *nemesis) staleLeader(m *nodeproc.Member) error {
 	slot := n.topo.slot(m)
-	conns := n.nc.open(slot, false, 15*time.Second, 16)
+	const reads = 32
+	conns := n.nc.open(slot, false, 15*time.Second, reads)
 	defer conns.Close()
-	const reads = 16
 	if err := warm(conns, reads); err != nil {
 		n.log("nemesis: %s: could not open connections to it: %v", m.ID, err)
 	}

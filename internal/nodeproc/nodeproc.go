@@ -110,15 +110,13 @@ func (p *Proc) start() error {
 	}()
 	select {
 	case m := <-found:
-		if p.RESP == "" {
-			p.RESP, p.HTTP, p.Raft, p.Gossip = m[0], m[1], m[2], m[3]
-			return nil
-		}
-		// A restart keeps its ports, and the fields are never written again:
-		// other goroutines read them while a node restarts.
-		if got := [4]string{m[0], m[1], m[2], m[3]}; got != [4]string{p.RESP, p.HTTP, p.Raft, p.Gossip} {
-			p.Kill()
-			return fmt.Errorf("restarted on addresses %v, not %v", got, [4]string{p.RESP, p.HTTP, p.Raft, p.Gossip})
+		// Written only when they change: a node restarted on its own ports
+		// keeps them, and other goroutines read them meanwhile (a restart on
+		// new ports, from ports the kernel chose, has no such readers).
+		for i, f := range []*string{&p.RESP, &p.HTTP, &p.Raft, &p.Gossip} {
+			if *f != m[i] {
+				*f = m[i]
+			}
 		}
 		return nil
 	case <-exited:

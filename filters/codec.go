@@ -53,6 +53,9 @@ const (
 	KindCounting Kind = 3 // a counting Bloom filter, standard layout
 	KindDLeft    Kind = 4 // a d-left counting Bloom filter
 	KindCuckoo   Kind = 5 // a (scalable) cuckoo filter
+	// 6 is kindLoading (load.go).
+	KindRBChain  Kind = 7 // RedisBloom's scalable Bloom chain, bit for bit (rbchain.go)
+	KindRBCuckoo Kind = 8 // RedisBloom's cuckoo filter, bit for bit (rbcuckoo.go)
 )
 
 // String returns the kind's name.
@@ -68,6 +71,10 @@ func (k Kind) String() string {
 		return "dleft-counting-bloom"
 	case KindCuckoo:
 		return "cuckoo"
+	case KindRBChain:
+		return "redisbloom-bloom"
+	case KindRBCuckoo:
+		return "redisbloom-cuckoo"
 	case kindLoading:
 		return "loading"
 	}

@@ -369,6 +369,16 @@ func (c *Cuckoo) Slots() uint64 {
 	return n
 }
 
+// TableBytes returns the bytes of the sub-filters' tables alone, without the
+// page tables and the fixed overhead MemoryBytes adds.
+func (c *Cuckoo) TableBytes() uint64 {
+	n := uint64(0)
+	for i := range c.subs {
+		n += c.subs[i].words.len() * 8
+	}
+	return n
+}
+
 // NextGrowthBytes returns the memory the next sub-filter would take: what an Add
 // costs when every sub-filter is full. It is 0 when the filter cannot grow, and
 // such an Add returns ErrFull.

@@ -15,7 +15,12 @@ import (
 //	                                              CRC-32C of (id, off, the bytes)
 //	past the end        -> (0, nil)
 //
-// Chunks start at multiples of DumpChunkBytes and are full but for the last. id
+// Chunks start at multiples of DumpChunkBytes and are full but for the last. As
+// in RedisBloom, an iterator is a position in the dump, not a token: any
+// iterator inside the payload answers the chunk that holds that byte (and the
+// iterator after it), so a client that scans from an iterator it made up gets
+// the dump from there on; a negative one, like one past the end, answers
+// (0, nil). id
 // identifies the dump: a hash of its header (kind, params and counters, length),
 // so a chunk of another filter, of another kind or of the same filter after it
 // changed fails its checksum where it is loaded. A dump taken while its filter is
@@ -37,6 +42,13 @@ var (
 	// ErrBadChunk reports chunk data that is damaged, belongs to another dump or
 	// filter, or would leave the filter inconsistent.
 	ErrBadChunk = errors.New("filters: bad chunk data")
+	// ErrChunkOutside reports a chunk whose iterator places it past the end of
+	// the filter's arrays (RedisBloom: "invalid offset - no link found").
+	ErrChunkOutside = errors.New("filters: chunk starts past the end of the filter")
+	// ErrChunkTooBig reports a chunk that starts inside the filter's arrays but
+	// runs past their end (RedisBloom: "invalid chunk - Too big for current
+	// filter").
+	ErrChunkTooBig = errors.New("filters: chunk runs past the end of the filter")
 )
 
 // DumpChunk returns the chunk of f's dump that iter names and the iterator of the
@@ -47,14 +59,11 @@ func DumpChunk(f Filter, iter int64) (next int64, chunk []byte, err error) {
 	switch {
 	case iter == 0:
 		return 1, dumpHeader(f, paylen), nil
-	case iter < 0 || (iter-1)%8 != 0:
-		return 0, nil, ErrBadPosition
-	case iter-1 >= paylen:
+	case iter < 0 || iter-1 >= paylen:
 		return 0, nil, nil // the iterator after the last chunk, or past it
-	case (iter-1)%DumpChunkBytes != 0:
-		return 0, nil, ErrBadPosition
 	}
 	off := iter - 1
+	off -= off % DumpChunkBytes
 	n := min(paylen-off, DumpChunkBytes)
 	chunk = make([]byte, n, n+4)
 	forPieces(segs, off/8, n/8, func(seg int, lo, hi uint64, at int) {
@@ -62,7 +71,7 @@ func DumpChunk(f Filter, iter int64) (next int64, chunk []byte, err error) {
 	})
 	id := dumpID(dumpHeader(f, paylen))
 	chunk = binary.LittleEndian.AppendUint32(chunk, chunkSum(id, off, chunk))
-	return iter + n, chunk, nil
+	return 1 + off + n, chunk, nil
 }
 
 // dumpHeader is the first chunk of f's dump: the header of its encoding as a
@@ -149,6 +158,10 @@ func parseHeaderChunk(data []byte) (header, error) {
 	return h, nil
 }
 
+// IsDumpHeader reports whether data begins as the first chunk of one of our own
+// dumps does (RedisBloom's dumps begin otherwise).
+func IsDumpHeader(data []byte) bool { return bytes.HasPrefix(data, encMagic[:]) }
+
 // LoadHeader creates an empty filter from the first chunk of a dump (iterator 1).
 // Its arrays are allocated in full and zeroed, and it is being loaded (Loading)
 // until LoadChunk has filled them; its counters are those of the header, and are
@@ -200,7 +213,7 @@ func LoadChunk(f Filter, iter int64, data []byte) error {
 	n := int64(len(body))
 	off := iter - 1 - n
 	if iter < 1 || off < 0 {
-		return ErrBadPosition
+		return fmt.Errorf("%w: the iterator %d is before the chunk's own length", ErrBadChunk, iter)
 	}
 	// The checksum first: a chunk of another dump is bad data wherever it
 	// claims to go, and this one's own chunk sent to another place fails it too,
@@ -208,7 +221,12 @@ func LoadChunk(f Filter, iter int64, data []byte) error {
 	if chunkSum(ld.id, off, body) != binary.LittleEndian.Uint32(data[len(body):]) {
 		return ErrBadChunk
 	}
-	if off%DumpChunkBytes != 0 || off >= ld.paylen || n != min(DumpChunkBytes, ld.paylen-off) {
+	switch {
+	case off >= ld.paylen:
+		return ErrChunkOutside
+	case n > ld.paylen-off:
+		return ErrChunkTooBig
+	case off%DumpChunkBytes != 0 || n != min(DumpChunkBytes, ld.paylen-off):
 		return ErrBadPosition
 	}
 	next, totals, err := ld.load(f, off, body)

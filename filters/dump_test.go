@@ -109,17 +109,29 @@ func TestDumpChunkIteration(t *testing.T) {
 	}
 }
 
-func TestDumpChunkBadIterator(t *testing.T) {
+func TestDumpChunkAnyIterator(t *testing.T) {
 	f := newTK(3, 2, 4)
-	// Chunks start at multiples of DumpChunkBytes: another iterator inside the
-	// payload names none.
-	for _, iter := range []int64{-1, -8, -7, math.MinInt64, 2, 5, 8, 9, 10, 17, 18, 33, math.MaxInt64} {
-		if _, data, err := DumpChunk(f, iter); !errors.Is(err, ErrBadPosition) || data != nil {
-			t.Errorf("DumpChunk(%d): %d bytes, %v; want ErrBadPosition", iter, len(data), err)
+	first, want, err := DumpChunk(f, 1)
+	if err != nil || first == 0 {
+		t.Fatalf("DumpChunk(1) = %d, %v", first, err)
+	}
+	// As in RedisBloom, an iterator is a position: one inside the payload that
+	// SCANDUMP never handed out answers the chunk holding that byte.
+	for _, iter := range []int64{2, 5, 8, 9, 10, 17, 18, 33, 40} {
+		next, data, err := DumpChunk(f, iter)
+		if err != nil || next != first || !bytes.Equal(data, want) {
+			t.Errorf("DumpChunk(%d) = %d, %d bytes, %v; want the chunk holding it (%d, %d bytes)",
+				iter, next, len(data), err, first, len(want))
 		}
 	}
-	// Past the end is the end of the dump, whatever the aligned iterator.
-	for _, iter := range []int64{41, 49, 1 + 8*1000, 1 + DumpChunkBytes, math.MaxInt64 - 6} {
+	// Negative iterators, like those past the end, end the dump.
+	for _, iter := range []int64{-1, -8, -7, math.MinInt64} {
+		if next, data, err := DumpChunk(f, iter); next != 0 || data != nil || err != nil {
+			t.Errorf("DumpChunk(%d) = %d, %d bytes, %v; want the end", iter, next, len(data), err)
+		}
+	}
+	// Past the end is the end of the dump, whatever the iterator.
+	for _, iter := range []int64{41, 49, 1 + 8*1000, 1 + DumpChunkBytes, math.MaxInt64 - 6, math.MaxInt64} {
 		if next, data, err := DumpChunk(f, iter); next != 0 || data != nil || err != nil {
 			t.Errorf("DumpChunk(%d) = %d, %d bytes, %v; want the end", iter, next, len(data), err)
 		}
@@ -269,7 +281,7 @@ func TestLoadChunkRejects(t *testing.T) {
 	// A chunk that runs past the end of a smaller filter of the same kind.
 	small := dtLoad(t, dtHeaderOf(t, newTK(2, 1, 8)), nil).(*tkFilter)
 	dtRejected(t, "past the end", small, c.iter, c.data, ErrBadPosition, ErrBadChunk)
-	dtRejected(t, "past the end, sealed for it", small, c.iter, dtSeal(small, c.iter, c.data[:n]), ErrBadPosition)
+	dtRejected(t, "past the end, sealed for it", small, c.iter, dtSeal(small, c.iter, c.data[:n]), ErrChunkTooBig)
 
 	// The good chunk still loads.
 	if err := LoadChunk(g, c.iter, c.data); err != nil {

@@ -148,7 +148,14 @@ var (
 	ErrNonScalingFull = errors.New("non scaling filter is full") // BF NONSCALING
 	ErrBadPosition    = errors.New("invalid position")           // LOADCHUNK iterator
 	ErrBadData        = errors.New("received bad data")          // LOADCHUNK data
-	ErrBadSpec        = errors.New("bad filter parameters")      // Spec refused by filters
+	// ErrChunkOutside answers a LOADCHUNK whose iterator places the chunk past
+	// the end of the filter; ErrChunkTooBig one that starts inside it and runs
+	// past the end; ErrBadHeader a cuckoo header chunk that is no header at all
+	// (RedisBloom tells these apart).
+	ErrChunkOutside = errors.New("invalid offset - no link found")
+	ErrChunkTooBig  = errors.New("invalid chunk - too big for the filter")
+	ErrBadHeader    = errors.New("invalid header")
+	ErrBadSpec      = errors.New("bad filter parameters") // Spec refused by filters
 	// ErrSessionExpired answers a request whose session sequence number is older
 	// than the results the session table still keeps: it may have been applied,
 	// and it is not applied again.
@@ -157,10 +164,16 @@ var (
 
 // Info describes one filter (BF.INFO, CF.INFO, CBF.INFO, /v1/filters).
 type Info struct {
-	Key          string
-	Kind         filters.Kind
-	Capacity     uint64  // BF: sum over sub-filters; CF: buckets*bucket size over sub-filters
-	Size         uint64  // bytes (MemoryBytes)
+	Key      string
+	Kind     filters.Kind
+	Capacity uint64 // BF: sum over sub-filters; CF: buckets*bucket size over sub-filters
+	Size     uint64 // bytes (MemoryBytes)
+	// ReportedSize is the Size BF.INFO and CF.INFO report: RedisBloom's count,
+	// the filter's arrays and a fixed size per filter and per sub-filter (its
+	// structs in RedisBloom), so the same filter reports the same Size on both.
+	// It leaves out what the node spends besides (page tables, the key itself),
+	// which MEMORY USAGE and Size include.
+	ReportedSize uint64
 	Filters      uint64  // sub-filters (1 for kinds that do not scale)
 	Items        uint64  // BF: inserted; CF: held now; CBF: adds minus deletes
 	Deleted      uint64  // CF

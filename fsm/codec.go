@@ -565,6 +565,7 @@ func (d *decoder) fields() {
 var resultErrs = []error{
 	nil, ErrNotFound, ErrExists, ErrWrongType, ErrFull, ErrMaxExpansions,
 	ErrNonScalingFull, ErrBadPosition, ErrBadData, ErrBadSpec, ErrSessionExpired,
+	ErrChunkOutside, ErrChunkTooBig, ErrBadHeader,
 }
 
 const resultStopped = 1 << 0

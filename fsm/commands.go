@@ -241,10 +241,16 @@ func (f *FSM) applyCompact(c *Command) *Result {
 // against its arrays only when the last chunk lands (filters/load.go). A chunk
 // of another dump, or one that would leave the filter inconsistent, is refused
 // with ErrBadData and changes nothing.
+//
+// As in RedisBloom, iterator 1 sent to a Bloom key that exists is a chunk (and
+// so bad data), while a cuckoo key answers ErrExists.
 func (f *FSM) applyLoadChunk(c *Command) *Result {
-	if c.Iter == 1 {
+	if c.Iter == 1 && (c.Family != FamilyBF || f.reg.get(c.Key) == nil) {
 		if err := f.vacant(c.Key, c.Family); err != nil {
 			return &Result{Err: err}
+		}
+		if c.Family == FamilyCF && !filters.IsDumpHeader(c.Data) && len(c.Data) != rbCuckooHeaderLen {
+			return &Result{Err: ErrBadHeader}
 		}
 		flt, err := filters.LoadHeader(c.Data)
 		if err != nil || !dumpKind(c.Family, flt.Kind()) {
@@ -252,9 +258,6 @@ func (f *FSM) applyLoadChunk(c *Command) *Result {
 		}
 		f.install(c.Key, flt)
 		return &Result{}
-	}
-	if c.Iter <= 0 {
-		return &Result{Err: ErrBadPosition}
 	}
 	e, err := f.lookup(c.Key, c.Family)
 	if err != nil {
@@ -264,6 +267,10 @@ func (f *FSM) applyLoadChunk(c *Command) *Result {
 	f.mutate(e, func(flt filters.Filter) {
 		switch err := filters.LoadChunk(flt, c.Iter, c.Data); {
 		case err == nil:
+		case errors.Is(err, filters.ErrChunkOutside):
+			r.Err = ErrChunkOutside
+		case errors.Is(err, filters.ErrChunkTooBig):
+			r.Err = ErrChunkTooBig
 		case errors.Is(err, filters.ErrBadPosition):
 			r.Err = ErrBadPosition
 		default:
@@ -272,6 +279,10 @@ func (f *FSM) applyLoadChunk(c *Command) *Result {
 	})
 	return r
 }
+
+// rbCuckooHeaderLen is the length of RedisBloom's cuckoo dump header: a cuckoo
+// header chunk of another length is not a header at all ("Invalid header").
+const rbCuckooHeaderLen = 42
 
 // dumpKind reports whether a LOADCHUNK of family fam may create a filter of kind
 // k: only a kind that the family's commands create, and so whose dump SCANDUMP

@@ -44,6 +44,7 @@ var kinds = map[filters.Kind]kindDesc{
 			in.Capacity, in.Items, in.NonScaling = v.Capacity(), v.Count(), true
 			in.ErrorRate, in.EstimatedFPP = v.ErrorRate(), v.EstimatedFPP()
 			in.Links = []Link{linkOf(v)}
+			in.ReportedSize = bloomReportedSize(in.Links)
 		},
 	},
 	filters.KindScalable: {
@@ -74,6 +75,7 @@ var kinds = map[filters.Kind]kindDesc{
 			for _, b := range v.Links() {
 				in.Links = append(in.Links, linkOf(b))
 			}
+			in.ReportedSize = bloomReportedSize(in.Links)
 		},
 		growth: func(flt filters.Filter, n int) uint64 {
 			if v := flt.(*filters.Scalable); v.Count()+uint64(n) > v.Capacity() {
@@ -162,8 +164,28 @@ func addCuckoo(flt filters.Filter, item []byte, nx, multi bool) (int64, error, b
 	return b2i(added), nil, false
 }
 
+// RedisBloom's Size (its BFMemUsage and CFMemUsage): the chain or filter
+// struct, one struct per link or sub-filter, and the arrays.
+const (
+	rbChainStruct  = 32 // SBChain
+	rbLinkStruct   = 64 // SBLink: a struct bloom and its item count
+	rbCuckooStruct = 40 // CuckooFilter
+	rbSubCFStruct  = 16 // SubCF
+)
+
+// bloomReportedSize is BF.INFO's Size of a chain of links: RedisBloom's count,
+// with our arrays.
+func bloomReportedSize(links []Link) uint64 {
+	n := uint64(rbChainStruct)
+	for _, l := range links {
+		n += rbLinkStruct + (l.Bytes+7)/8*8
+	}
+	return n
+}
+
 func infoCuckoo(flt filters.Filter, in *Info) {
 	v := flt.(*filters.Cuckoo)
+	in.ReportedSize = rbCuckooStruct + rbSubCFStruct*uint64(v.Filters()) + v.TableBytes()
 	in.Capacity, in.Items, in.Deleted = v.Slots(), v.Items(), v.Deleted()
 	in.Filters, in.Buckets, in.BucketSize = uint64(v.Filters()), v.Buckets(), uint64(v.BucketSize())
 	in.Expansion, in.MaxIter = uint64(v.Expansion()), uint64(v.MaxIterations())

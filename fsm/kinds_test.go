@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/rookerydb/rookery/filters"
@@ -59,5 +60,42 @@ func TestEveryKindHasARow(t *testing.T) {
 		if deletes && (!flt.(filters.Deleter).Delete(item) || testItem(flt, item)) {
 			t.Errorf("kind %d: delete did not remove the only copy", k)
 		}
+	}
+}
+
+// TestReportedSize pins BF.INFO's and CF.INFO's Size to RedisBloom's count:
+// its structs per filter and per link or sub-filter, plus the arrays. For
+// these Bloom filters our arrays happen to be as large as RedisBloom's, so
+// the figures are RedisBloom's own (240 for BF.RESERVE 0.01 100, 104 for a
+// non-scaling filter of capacity 3); a cuckoo filter's tables are ours.
+func TestReportedSize(t *testing.T) {
+	h := newHarness(t)
+	h.ok(&Command{Op: OpReserve, Family: FamilyBF, Key: "b", Spec: Spec{Kind: filters.KindScalable, Capacity: 100, ErrorRate: 0.01, Expansion: 2}})
+	h.ok(&Command{Op: OpReserve, Family: FamilyBF, Key: "n", Spec: Spec{Kind: filters.KindScalable, Capacity: 3, ErrorRate: 0.01, NonScaling: true}})
+	h.ok(&Command{Op: OpReserve, Family: FamilyCF, Key: "c", Spec: Spec{Kind: filters.KindCuckoo, Capacity: 1000, BucketSize: 2, FingerprintBits: 8, MaxIterations: 20, Expansion: 1}})
+	for _, c := range []struct {
+		fam  Family
+		key  string
+		want uint64
+	}{{FamilyBF, "b", 240}, {FamilyBF, "n", 104}, {FamilyCF, "c", 40 + 16 + 1000}} {
+		in, err := h.f.Info(c.fam, c.key)
+		if err != nil || in.ReportedSize != c.want {
+			t.Errorf("%s: Size %d, %v; want %d", c.key, in.ReportedSize, err, c.want)
+		}
+		if in.Size <= in.ReportedSize {
+			t.Errorf("%s: the node's own count %d is not above the reported %d (page tables, the key)", c.key, in.Size, in.ReportedSize)
+		}
+	}
+	// Growing a chain adds a link's struct and its array.
+	for i := 0; i < 150; i++ {
+		h.ok(&Command{Op: OpAdd, Family: FamilyBF, Key: "b", Items: [][]byte{[]byte(fmt.Sprint(i))}})
+	}
+	in, _ := h.f.Info(FamilyBF, "b")
+	want := uint64(32)
+	for _, l := range in.Links {
+		want += 64 + l.Bytes
+	}
+	if len(in.Links) != 2 || in.ReportedSize != want {
+		t.Errorf("after growth: %d links, Size %d, want %d", len(in.Links), in.ReportedSize, want)
 	}
 }

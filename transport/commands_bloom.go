@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"errors"
 	"bytes"
 	"fmt"
 	"strconv"
@@ -338,7 +339,7 @@ func renderBFInfo(w *reply, in fsm.Info, field int) {
 		case 0:
 			w.uint(in.Capacity)
 		case 1:
-			w.uint(in.Size)
+			w.uint(in.ReportedSize)
 		case 2:
 			w.uint(in.Filters)
 		case 3:
@@ -449,5 +450,21 @@ func parseBFLoadChunk(s *Server, args [][]byte) (op, error) {
 	}
 	cmd := &fsm.Command{Op: fsm.OpLoadChunk, Family: fsm.FamilyBF, Key: string(args[1]),
 		Iter: iter, Data: args[3]}
-	return writeOp(cmd, renderOK), nil
+	return writeOp(cmd, renderBFLoadChunk), nil
+}
+
+// renderBFLoadChunk answers BF.LOADCHUNK with RedisBloom's strings: a chunk
+// past the end of the filter, one running past it, and anything else wrong
+// with it ("received bad data") are told apart.
+func renderBFLoadChunk(w *reply, r *fsm.Result) {
+	switch {
+	case errors.Is(r.Err, fsm.ErrChunkOutside):
+		w.fail(redisError("ERR invalid offset - no link found"))
+	case errors.Is(r.Err, fsm.ErrChunkTooBig):
+		w.fail(redisError("ERR invalid chunk - Too big for current filter"))
+	case errors.Is(r.Err, fsm.ErrBadPosition), errors.Is(r.Err, fsm.ErrBadHeader):
+		w.fail(redisError("ERR received bad data"))
+	default:
+		renderOK(w, r)
+	}
 }

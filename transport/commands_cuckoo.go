@@ -226,7 +226,7 @@ func parseCFInfo(s *Server, args [][]byte) (op, error) {
 			w.fail(err)
 			return
 		}
-		values := []uint64{in.Size, in.Buckets, in.Filters, in.Items, in.Deleted,
+		values := []uint64{in.ReportedSize, in.Buckets, in.Filters, in.Items, in.Deleted,
 			in.BucketSize, in.Expansion, in.MaxIter}
 		w.mapHeader(len(cfInfoLabels))
 		for i, l := range cfInfoLabels {
@@ -288,5 +288,24 @@ func parseCFLoadChunk(s *Server, args [][]byte) (op, error) {
 	}
 	cmd := &fsm.Command{Op: fsm.OpLoadChunk, Family: fsm.FamilyCF, Key: string(args[1]),
 		Iter: iter, Data: args[3]}
-	return writeOp(cmd, renderOK), nil
+	return writeOp(cmd, func(w *reply, r *fsm.Result) { renderCFLoadChunk(w, r, iter == 1) }), nil
+}
+
+// renderCFLoadChunk answers CF.LOADCHUNK with RedisBloom's strings: a header
+// chunk that is no header ("Invalid header") or describes no filter it can
+// build ("Couldn't create filter!"), and a chunk it cannot take ("Couldn't load
+// chunk!"); a missing key, an existing one and one of another type keep the
+// usual replies.
+func renderCFLoadChunk(w *reply, r *fsm.Result, header bool) {
+	switch {
+	case errors.Is(r.Err, fsm.ErrBadHeader):
+		w.fail(redisError("Invalid header"))
+	case header && errors.Is(r.Err, fsm.ErrBadData):
+		w.fail(redisError("Couldn't create filter!"))
+	case errors.Is(r.Err, fsm.ErrBadData), errors.Is(r.Err, fsm.ErrBadPosition),
+		errors.Is(r.Err, fsm.ErrChunkOutside), errors.Is(r.Err, fsm.ErrChunkTooBig):
+		w.fail(redisError("Couldn't load chunk!"))
+	default:
+		renderOK(w, r)
+	}
 }

@@ -274,7 +274,20 @@ func TestGoRedisDumpAndLoad(t *testing.T) {
 		wantErr(t, c.BFScanDump(ctx, "missing", 0).Err(), "ERR not found")
 		wantErr(t, c.CFScanDump(ctx, "cf", -1).Err(), "Invalid position")
 		wantErr(t, c.CFLoadChunk(ctx, "x", 0, "data").Err(), "Invalid position")
-		wantErr(t, c.BFLoadChunk(ctx, "bf-copy", 1, "junk").Err(), "ERR item exists")
+		// RedisBloom takes iterator 1 on an existing Bloom key for a chunk.
+		wantErr(t, c.BFLoadChunk(ctx, "bf-copy", 1, "junk").Err(), "ERR received bad data")
+		wantErr(t, c.CFLoadChunk(ctx, "cf-copy", 1, "junk").Err(), "ERR item exists")
+		wantErr(t, c.CFLoadChunk(ctx, "cf-new", 1, "junk").Err(), "Invalid header")
+		wantErr(t, c.CFLoadChunk(ctx, "cf-copy", 7, "junk").Err(), "Couldn't load chunk!")
+		wantErr(t, c.BFLoadChunk(ctx, "bf-copy", 1<<40, "junk").Err(), "ERR received bad data")
+		// Any iterator is a position: inside the dump it answers the chunk
+		// holding it, past the end the end of the dump ("" for BF, nil for CF).
+		if d, err := c.BFScanDump(ctx, "bf-copy", 3).Result(); err != nil || d.Iter == 0 || d.Data == "" {
+			t.Errorf("BF.SCANDUMP at an iterator never handed out: %+v, %v", d, err)
+		}
+		if d, err := c.BFScanDump(ctx, "bf-copy", 1<<40).Result(); err != nil || d.Iter != 0 || d.Data != "" {
+			t.Errorf("BF.SCANDUMP past the end: %+v, %v", d, err)
+		}
 	})
 }
 

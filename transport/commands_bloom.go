@@ -1,8 +1,8 @@
 package transport
 
 import (
-	"errors"
 	"bytes"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"

@@ -282,7 +282,7 @@ func (f *FSM) applyLoadChunk(c *Command) *Result {
 
 // rbCuckooHeaderLen is the length of RedisBloom's cuckoo dump header: a cuckoo
 // header chunk of another length is not a header at all ("Invalid header").
-const rbCuckooHeaderLen = 42
+const rbCuckooHeaderLen = 38
 
 // dumpKind reports whether a LOADCHUNK of family fam may create a filter of kind
 // k: only a kind that the family's commands create, and so whose dump SCANDUMP

@@ -354,7 +354,7 @@ func TestReplicasExpireAtTheSameIndex(t *testing.T) {
 	for i := 1; i <= 3000; i++ {
 		now += int64(r.IntN(300e6)) - 50e6 // a clock that sometimes steps back
 		var cs []*Command
-		for range 1 + r.IntN(3) * r.IntN(2) {
+		for range 1 + r.IntN(3)*r.IntN(2) {
 			k := keys[r.IntN(len(keys))]
 			var c *Command
 			switch x := r.IntN(20); {

@@ -172,12 +172,18 @@ func TestKeysExpireOnEveryNode(t *testing.T) {
 	// due, so it goes, on every node at one index.
 	x.reset()
 	fastNode := tc.nodes[fast]
-	if err := l.raft.LeadershipTransferToServer(raft.ServerID(fastNode.ID()), raft.ServerAddress(fastNode.RaftAddr())).Error(); err != nil {
-		t.Fatalf("leadership transfer: %v", err)
-	}
-	if got, _ := tc.leader(10 * time.Second); got != fast {
-		t.Fatalf("leader is n%d, want the fast node n%d (was n%d)", got+1, fast+1, li+1)
-	}
+	eventually(t, 30*time.Second, fmt.Sprintf("leadership to move from n%d to the fast node n%d", li+1, fast+1), func() bool {
+		// (On a loaded machine leadership may move by itself meanwhile.)
+		got, l := tc.leader(10 * time.Second)
+		if got == fast {
+			return true
+		}
+		err := l.raft.LeadershipTransferToServer(raft.ServerID(fastNode.ID()), raft.ServerAddress(fastNode.RaftAddr())).Error()
+		if err != nil {
+			t.Logf("leadership transfer: %v", err)
+		}
+		return false
+	})
 	x.agree(t, ids(tc), "seen:tomorrow")
 	for _, n := range tc.live() {
 		if n.FSM().Len() != 1 || n.FSM().Expires() != 0 || n.FSM().NextDeadline() != 0 {

@@ -154,7 +154,8 @@ type Command struct {
 	ExpireIf ExpireCond // OpExpire: the conditions (zero: none)
 	Session  Session
 	// Time is the leader's clock (Unix nanoseconds) when it proposed the command.
-	// Sessions expire by it, never by a replica's own clock.
+	// Sessions and keys expire by it (the largest seen is the log's clock),
+	// never by a replica's own clock.
 	Time int64
 }
 

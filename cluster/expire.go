@@ -96,13 +96,7 @@ func (n *Node) expireLoop() {
 				wait = min(wait, due)
 			}
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(wait)
+		timer.Reset(wait) // (since Go 1.23 a reset timer never delivers a stale tick)
 	}
 }
 

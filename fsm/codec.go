@@ -108,8 +108,9 @@ const (
 // understands field tag: a field is known from the format that introduced it.
 func knownField(tag uint64, max byte) bool { return tag == tagExpire && max >= CodecV5 }
 
-// commandFields returns the fields c's own values travel in, tags ascending,
-// followed by extra (tests write fields this build does not know with it).
+// commandFields returns the fields c's own values travel in merged with
+// extra (tests write fields this build does not know with it), tags
+// ascending.
 func commandFields(c *Command, extra []field) []field {
 	if c.Op != OpExpire {
 		return extra
@@ -567,8 +568,12 @@ func (d *decoder) command() *Command {
 	if d.v >= CodecV3 {
 		expire = d.fields(c)
 	}
-	if d.err == nil && expire != (c.Op == OpExpire) {
-		d.fail(fmt.Sprintf("op %d with the expire field %v", c.Op, expire))
+	switch {
+	case d.err != nil:
+	case c.Op == OpExpire && !expire:
+		d.fail("expire without its expire field")
+	case c.Op != OpExpire && expire:
+		d.fail(fmt.Sprintf("expire field on op %d", c.Op))
 	}
 	if d.err != nil {
 		return nil
@@ -595,8 +600,11 @@ func (d *decoder) fields(c *Command) (expire bool) {
 		}
 		last = tag
 		if knownField(tag, d.max) {
-			d.expireField(c, val)
-			expire = true
+			switch tag {
+			case tagExpire:
+				d.expireField(c, val)
+				expire = true
+			}
 			continue
 		}
 		if key&fieldMust != 0 {

@@ -340,19 +340,16 @@ func TestRestoreReplacesDeadlines(t *testing.T) {
 	}
 }
 
-// TestReplicasExpireAtTheSameIndex: replicas fed the same random log of
-// writes, deadlines, renames, deletes and ticks (some entries batched, clocks
-// that sometimes go back) remove the same keys at the same indexes and end
-// byte-identical, whether they apply entries one by one, in batches, or from
-// a snapshot of another replica taken half way.
-func TestReplicasExpireAtTheSameIndex(t *testing.T) {
-	r := rand.New(rand.NewPCG(11, 5))
+// randomExpiryLog makes n entries of writes, deadlines, renames, deletes and
+// ticks on a few keys, some batched, stamped by a clock that sometimes steps
+// back.
+func randomExpiryLog(r *rand.Rand, n int) []*raft.Log {
 	keys := []string{"a", "b", "c", "d", "e", "f"}
 	conds := []ExpireCond{0, 0, 0, ExpireNX, ExpireXX, ExpireGT, ExpireLT, ExpireXX | ExpireGT, ExpireXX | ExpireLT}
 	now := int64(1e18)
 	var entries []*raft.Log
-	for i := 1; i <= 3000; i++ {
-		now += int64(r.IntN(300e6)) - 50e6 // a clock that sometimes steps back
+	for i := 1; i <= n; i++ {
+		now += int64(r.IntN(300e6)) - 50e6
 		var cs []*Command
 		for range 1 + r.IntN(3)*r.IntN(2) {
 			k := keys[r.IntN(len(keys))]
@@ -384,6 +381,16 @@ func TestReplicasExpireAtTheSameIndex(t *testing.T) {
 		}
 		entries = append(entries, &raft.Log{Index: uint64(i), Type: raft.LogCommand, Data: data})
 	}
+	return entries
+}
+
+// TestReplicasExpireAtTheSameIndex: replicas fed the same random log of
+// writes, deadlines, renames, deletes and ticks (some entries batched, clocks
+// that sometimes go back) remove the same keys at the same indexes and end
+// byte-identical, whether they apply entries one by one, in batches, or from
+// a snapshot of another replica taken half way.
+func TestReplicasExpireAtTheSameIndex(t *testing.T) {
+	entries := randomExpiryLog(rand.New(rand.NewPCG(11, 5)), 3000)
 	half := len(entries) / 2
 	var logs [3]expiredLog
 	var snaps [3][]byte

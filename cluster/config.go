@@ -82,6 +82,12 @@ type Config struct {
 
 	// testLogStore, in tests, wraps the log store on disk (fault injection).
 	testLogStore func(raft.LogStore) raft.LogStore
+	// testClock, in tests, is the node's clock (a skewed one): what it stamps
+	// into commands and compares deadlines with (expire.go).
+	testClock func() time.Time
+	// testOnExpire, in tests, hears of every key the node's state machine
+	// removes by expiry, with the entry's index (fsm.Options.OnExpire).
+	testOnExpire func(key string, index uint64)
 }
 
 // PeerTLS is the two sides of mutual TLS between nodes. Server must require and

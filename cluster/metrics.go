@@ -104,6 +104,12 @@ func newMetrics(n *Node, reg *prometheus.Registry) *metrics {
 			return float64(n.fsm.MemoryBytes())
 		}),
 		gauge("rookery_filters", "Number of filters.", func() float64 { return float64(n.fsm.Len()) }),
+		gauge("rookery_filters_with_deadline", "Filters whose key has a deadline (EXPIRE).", func() float64 {
+			return float64(n.fsm.Expires())
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rookery_expired_keys_total",
+			Help: "Keys this node removed because their deadline passed."},
+			func() float64 { return float64(n.fsm.ExpiredKeys()) }),
 	)
 	return m
 }

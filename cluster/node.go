@@ -63,6 +63,8 @@ type Node struct {
 	warnMu sync.Mutex
 	warned map[string]time.Time // warnEvery's last line per key
 
+	expireKick chan struct{} // this node started to lead: look at deadlines (expire.go)
+
 	fwdCodec  atomic.Uint32 // the codec version forwarded writes use (codec.go)
 	codecUsed atomic.Uint32 // the codec version this node last wrote entries in as leader
 
@@ -108,8 +110,11 @@ func New(c Config) (*Node, error) {
 		stop:      make(chan struct{}),
 		raftDown:  make(chan struct{}),
 		raftUp:    make(chan struct{}),
+
+		expireKick: make(chan struct{}, 1),
 	}
-	n.fsm = fsm.New(fsm.Options{SessionTTL: cfg.SessionTTL, Logger: cfg.Logger, MaxFormat: n.logFormat()})
+	n.fsm = fsm.New(fsm.Options{SessionTTL: cfg.SessionTTL, Logger: cfg.Logger, MaxFormat: n.logFormat(),
+		OnExpire: cfg.testOnExpire})
 	n.metrics = newMetrics(n, cfg.Registry)
 	n.leaderGate = newGate(n.leaderReadIndex)
 	n.remoteGate = newGate(n.remoteReadIndex)
@@ -143,6 +148,8 @@ func New(c Config) (*Node, error) {
 	go n.resolveLoop()
 	go n.leaderLoop()
 	go n.membershipLoop()
+	n.wg.Add(1)
+	go n.expireLoop()
 	// Always: a restarted node rejoins from its members file and configuration
 	// even without --join (peers.go).
 	n.wg.Add(2)

@@ -77,8 +77,14 @@ func (n *Node) submitLocal(cmd *fsm.Command, fut *Future) {
 
 // forward sends cmd to the leader at addr and resolves fut with its answer.
 func (n *Node) forward(addr string, cmd *fsm.Command, fut *Future) {
-	// In the version the whole cluster reads, since the leader may be older.
-	ch, err := n.peer(addr).send(opApply, fsm.EncodeCommandVersion(cmd, n.forwardCodec()))
+	// In the version the whole cluster reads, since the leader may be older;
+	// a command that version cannot carry, the leader would refuse anyway.
+	v := n.forwardCodec()
+	if need := fsm.MinCodec(cmd); need > v {
+		fut.Resolve(nil, needsUpgrade(need, v))
+		return
+	}
+	ch, err := n.peer(addr).send(opApply, fsm.EncodeCommandVersion(cmd, v))
 	if err != nil {
 		// Never sent: definitely not applied.
 		n.log.Debug("forward to leader", "leader", addr, "err", err)
@@ -177,14 +183,13 @@ func (n *Node) propose(batch []proposal) {
 		<-n.slots
 		return
 	}
-	now := time.Now().UnixNano()
+	now := n.now().UnixNano()
 	props := make([]proposal, 0, len(batch))
 	cmds := make([]*fsm.Command, 0, len(batch))
 	v := n.entryCodec()
 	for _, p := range batch {
 		if need := fsm.MinCodec(p.cmd); need > v {
-			p.fut.Resolve(nil, fmt.Errorf("%w: it needs log format %d and a member reads only up to %d; upgrade every node",
-				ErrNeedsUpgrade, need, v))
+			p.fut.Resolve(nil, needsUpgrade(need, v))
 			continue
 		}
 		if err := n.admit(&p); err != nil {
@@ -217,6 +222,13 @@ func (n *Node) propose(batch []proposal) {
 			p.fut.Resolve(nil, fmt.Errorf("%w: node shutting down", ErrIndeterminate))
 		}
 	}
+}
+
+// needsUpgrade refuses a command of log format need while the cluster reads
+// only up to have.
+func needsUpgrade(need, have byte) error {
+	return fmt.Errorf("%w: it needs log format %d and a member reads only up to %d; upgrade every node",
+		ErrNeedsUpgrade, need, have)
 }
 
 // ackAtProposal is the mutant that acknowledges each write as a success when

@@ -75,6 +75,7 @@ func (n *Node) leaderLoop() {
 					n.barrierTerm.Store(term)
 				}
 				n.log.Info("leading", "term", term)
+				n.kickExpiry() // its state is now current: deadlines due?
 			}
 			n.membershipChanged()
 		case <-n.stop:

@@ -32,12 +32,14 @@ const (
 //	1  [Type][1][payload]
 //	2  [Type][2][payload][CRC-32C of type, version and payload, little endian]
 //	3  as 2, each command ending with its fields (codec.go)
+//	4  as 3, with ops RENAME, FLUSH and COMPACT
+//	5  as 4, with ops EXPIRE, PERSIST and EXPIRE_TICK and the expire field
 //
 // The version is also the "log format" a node advertises: the highest it can
 // apply. A leader writes the highest version every member can read (cluster
 // negotiates it over gossip), so a rolling upgrade never hands an old node an
 // entry it cannot apply.
-const CodecVersion = CodecV4
+const CodecVersion = CodecV5
 
 // Entry codec versions.
 const (
@@ -45,6 +47,7 @@ const (
 	CodecV2 = 2 // a CRC-32C closes every entry
 	CodecV3 = 3 // commands carry fields: optional, or ones a node must understand
 	CodecV4 = 4 // ops RENAME, FLUSH and COMPACT
+	CodecV5 = 5 // expiry: ops EXPIRE, PERSIST and EXPIRE_TICK
 )
 
 // Op is what a Command does.
@@ -61,16 +64,40 @@ const (
 	OpRename  Op = 6 // RENAME Key to Keys[0], replacing it unless NX: Ints[0] = 1 renamed, 0 not (NX, taken)
 	OpFlush   Op = 7 // FLUSHALL: delete every filter; Ints[0] = how many there were
 	OpCompact Op = 8 // CF.COMPACT Key: move fingerprints into older sub-filters, drop emptied ones
+	// Log format 5 on (expire.go).
+	OpExpire     Op = 9  // EXPIRE family: give Key a deadline (Expire, ExpireAt, ExpireIf): Ints[0] = 1 set, 0 not
+	OpPersist    Op = 10 // PERSIST Key: drop its deadline: Ints[0] = 1 dropped, 0 none or no key
+	OpExpireTick Op = 11 // nothing but its Time: the leader's clock passed a deadline
 )
 
 // MinCodec is the lowest log format that can carry c: a leader proposes c only
 // once every member reads it.
-func MinCodec(c *Command) byte {
-	if c.Op >= OpRename {
+func MinCodec(c *Command) byte { return opCodec(c.Op) }
+
+// opCodec is the log format that introduced op.
+func opCodec(op Op) byte {
+	switch {
+	case op >= OpExpire:
+		return CodecV5
+	case op >= OpRename:
 		return CodecV4
 	}
 	return CodecV1
 }
+
+// ExpireCond is the set of conditions an OpExpire applies under, as Redis 7's
+// EXPIRE options: NX alone, or XX with or without one of GT and LT.
+type ExpireCond uint8
+
+// Expire conditions.
+const (
+	ExpireNX ExpireCond = 1 << 0 // only if the key has no deadline
+	ExpireXX ExpireCond = 1 << 1 // only if it has one
+	ExpireGT ExpireCond = 1 << 2 // only if the new deadline is later (none counts as infinite)
+	ExpireLT ExpireCond = 1 << 3 // only if it is earlier (none counts as infinite)
+
+	expireCondKnown = 1<<4 - 1
+)
 
 // Family is the command family a Command or query belongs to; it decides which
 // kinds of filter the key may hold (others answer ErrWrongType) and which kind an
@@ -119,9 +146,16 @@ type Command struct {
 	Multi    bool     // OpAdd: an array reply (MADD/INSERT), per-item outcomes instead of one error
 	Iter     int64    // OpLoadChunk
 	Data     []byte   // OpLoadChunk
+	// Expire is OpExpire's deadline in milliseconds: a Unix time when
+	// ExpireAt, else a time to live counted from the log's clock (the
+	// largest Time applied, this command's included) when it applies.
+	Expire   int64
+	ExpireAt bool
+	ExpireIf ExpireCond // OpExpire: the conditions (zero: none)
 	Session  Session
 	// Time is the leader's clock (Unix nanoseconds) when it proposed the command.
-	// Sessions expire by it, never by a replica's own clock.
+	// Sessions and keys expire by it (the largest seen is the log's clock),
+	// never by a replica's own clock.
 	Time int64
 }
 
@@ -156,6 +190,7 @@ var (
 	ErrChunkTooBig  = errors.New("invalid chunk - too big for the filter")
 	ErrBadHeader    = errors.New("invalid header")
 	ErrBadSpec      = errors.New("bad filter parameters") // Spec refused by filters
+	ErrBadExpire    = errors.New("invalid expire time")   // OpExpire: the deadline overflows
 	// ErrSessionExpired answers a request whose session sequence number is older
 	// than the results the session table still keeps: it may have been applied,
 	// and it is not applied again.

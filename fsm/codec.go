@@ -1,11 +1,13 @@
 package fsm
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 
 	"github.com/rookerydb/rookery/filters"
 )
@@ -30,6 +32,12 @@ import (
 //	iter, data (flagChunk)                  varint, uvarint length, bytes
 //	fields (version 3 on)                   uvarint count, each uvarint key,
 //	                                        uvarint length, bytes
+//
+// Known fields (each must be understood, and only the op named carries it):
+//
+//	16 expire (format 5, OpExpire)          conditions byte (ExpireCond in bits
+//	                                        0-3, bit 4 set when ExpireAt),
+//	                                        varint Expire
 //
 // Fields are how a command grows without a new layout: a field's key is its tag
 // shifted left by one, the low bit set when a node must understand the field to
@@ -81,16 +89,46 @@ func (e *FormatError) Is(target error) bool { return target == ErrNewerFormat }
 // fieldMust is the bit of a field's key that says it may not be ignored.
 const fieldMust = 1
 
-// field is one tagged value of a command (version 3 on). This build knows no
-// tags yet; knownField says which it does.
+// field is one tagged value of a command (version 3 on); knownField says
+// which tags a node understands.
 type field struct {
 	tag  uint64
 	must bool
 	val  []byte
 }
 
-// knownField reports whether this build understands field tag.
-func knownField(tag uint64) bool { return false }
+// Field tags this build knows.
+const (
+	tagExpire = 16 // OpExpire's deadline and conditions (log format 5)
+
+	expireAbsolute = 1 << 4 // the expire field's bit for ExpireAt
+)
+
+// knownField reports whether a node that reads log formats up to max
+// understands field tag: a field is known from the format that introduced it.
+func knownField(tag uint64, max byte) bool { return tag == tagExpire && max >= CodecV5 }
+
+// commandFields returns the fields c's own values travel in merged with
+// extra (tests write fields this build does not know with it), tags
+// ascending.
+func commandFields(c *Command, extra []field) []field {
+	if c.Op != OpExpire {
+		return extra
+	}
+	cond := byte(c.ExpireIf)
+	if c.ExpireAt {
+		cond |= expireAbsolute
+	}
+	fs := []field{{tag: tagExpire, must: true, val: binary.AppendVarint([]byte{cond}, c.Expire)}}
+	for _, f := range extra {
+		if f.tag == tagExpire {
+			continue
+		}
+		fs = append(fs, f)
+	}
+	slices.SortStableFunc(fs, func(a, b field) int { return cmp.Compare(a.tag, b.tag) })
+	return fs
+}
 
 // entryTrailer is the size of a version 2 entry's checksum.
 const entryTrailer = 4
@@ -108,7 +146,7 @@ const (
 )
 
 // lastOp is the highest Op this build knows.
-const lastOp = OpCompact
+const lastOp = OpExpireTick
 
 // EncodeCommand returns c as a TypeCommand log entry of the current version.
 func EncodeCommand(c *Command) []byte { return EncodeCommandVersion(c, CodecVersion) }
@@ -123,7 +161,8 @@ func EncodeCommandVersion(c *Command, v byte) []byte { return encodeCommandField
 
 // encodeCommandFields encodes c with fields (version 3 on; tests use it to
 // write fields this build does not know).
-func encodeCommandFields(c *Command, v byte, fields []field) []byte {
+func encodeCommandFields(c *Command, v byte, extra []field) []byte {
+	fields := commandFields(c, extra)
 	b := make([]byte, 0, 2+commandSize(c, v, fields)+entryTrailer)
 	b = append(b, byte(TypeCommand), v)
 	return sealEntry(appendCommand(b, c, v, fields))
@@ -133,16 +172,18 @@ func encodeCommandFields(c *Command, v byte, fields []field) []byte {
 func EncodeBatchVersion(cs []*Command, v byte) []byte {
 	size := 2 + binary.MaxVarintLen64 + entryTrailer
 	for _, c := range cs {
-		size += binary.MaxVarintLen64 + commandSize(c, v, nil)
+		size += binary.MaxVarintLen64 + commandSize(c, v, commandFields(c, nil))
 	}
 	b := make([]byte, 0, size)
 	b = append(b, byte(TypeBatch), v)
 	b = binary.AppendUvarint(b, uint64(len(cs)))
 	for _, c := range cs {
-		b = binary.AppendUvarint(b, uint64(commandSize(c, v, nil)))
+		fields := commandFields(c, nil)
+		n := commandSize(c, v, fields)
+		b = binary.AppendUvarint(b, uint64(n))
 		at := len(b)
-		b = appendCommand(b, c, v, nil)
-		if len(b)-at != commandSize(c, v, nil) {
+		b = appendCommand(b, c, v, fields)
+		if len(b)-at != n {
 			panic("fsm: command size mismatch")
 		}
 	}
@@ -463,7 +504,9 @@ func (d *decoder) command() *Command {
 		d.fail("op 0")
 		return nil
 	}
-	if c.Op > lastOp {
+	if c.Op > lastOp || opCodec(c.Op) > d.max {
+		// (A node held at an older format knows no op of a later one, as
+		// a build of that format would not.)
 		d.unknown(fmt.Sprintf("unknown op %d", c.Op))
 		return nil
 	}
@@ -521,8 +564,16 @@ func (d *decoder) command() *Command {
 		c.Iter = d.varint()
 		c.Data = d.bytes(d.count())
 	}
+	expire := false
 	if d.v >= CodecV3 {
-		d.fields()
+		expire = d.fields(c)
+	}
+	switch {
+	case d.err != nil:
+	case c.Op == OpExpire && !expire:
+		d.fail("expire without its expire field")
+	case c.Op != OpExpire && expire:
+		d.fail(fmt.Sprintf("expire field on op %d", c.Op))
 	}
 	if d.err != nil {
 		return nil
@@ -530,32 +581,56 @@ func (d *decoder) command() *Command {
 	return c
 }
 
-// fields reads a command's fields: it skips those it does not know that may
-// be ignored and refuses the entry at one that may not.
-func (d *decoder) fields() {
+// fields reads a command's fields into c: it skips those it does not know
+// that may be ignored and refuses the entry at one that may not. It reports
+// whether the expire field was there.
+func (d *decoder) fields(c *Command) (expire bool) {
 	n := d.count()
 	var last uint64
 	for i := 0; i < n && d.err == nil; i++ {
 		key := d.uvarint()
 		val := d.bytes(d.count())
 		if d.err != nil {
-			return
+			return false
 		}
 		tag := key >> 1
 		if i > 0 && tag <= last {
 			d.fail("fields out of order")
-			return
+			return false
 		}
 		last = tag
-		if knownField(tag) {
-			continue // none yet: a later build decodes val here
+		if knownField(tag, d.max) {
+			switch tag {
+			case tagExpire:
+				d.expireField(c, val)
+				expire = true
+			}
+			continue
 		}
 		if key&fieldMust != 0 {
 			d.newer(fmt.Sprintf("field %d it must understand", tag))
-			return
+			return false
 		}
 		_ = val // an optional field this build does not know: skipped
 	}
+	return expire
+}
+
+// expireField decodes the expire field's value into c.
+func (d *decoder) expireField(c *Command, val []byte) {
+	f := decoder{b: val, v: d.v, max: d.max}
+	cond := f.byte()
+	c.Expire = f.varint()
+	switch {
+	case f.err != nil:
+		d.fail("bad expire field")
+	case len(f.b) != 0:
+		d.fail("trailing bytes in the expire field")
+	case cond&^(expireCondKnown|expireAbsolute) != 0:
+		d.unknown(fmt.Sprintf("unknown expire conditions %#x", cond))
+	}
+	c.ExpireIf = ExpireCond(cond & expireCondKnown)
+	c.ExpireAt = cond&expireAbsolute != 0
 }
 
 // Result encoding (a forwarded write's reply): error code, flags, uvarint count,
@@ -565,7 +640,7 @@ func (d *decoder) fields() {
 var resultErrs = []error{
 	nil, ErrNotFound, ErrExists, ErrWrongType, ErrFull, ErrMaxExpansions,
 	ErrNonScalingFull, ErrBadPosition, ErrBadData, ErrBadSpec, ErrSessionExpired,
-	ErrChunkOutside, ErrChunkTooBig, ErrBadHeader,
+	ErrBadExpire, ErrChunkOutside, ErrChunkTooBig, ErrBadHeader,
 }
 
 const resultStopped = 1 << 0

@@ -380,6 +380,11 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(EncodeBatchVersion(sampleCommands(), CodecV2))
 	f.Add(encodeCommandFields(sampleCommands()[2], CodecV3, []field{{tag: 1, val: []byte("a")}, {tag: 9, must: true}}))
 	f.Add(encodeCommandFields(sampleCommands()[5], CodecV3, []field{{tag: 4, val: []byte{0, 1}}}))
+	for _, c := range expireSamples() {
+		f.Add(EncodeCommand(c))
+	}
+	f.Add(EncodeBatch(expireSamples()))
+	f.Add(encodeCommandFields(expireSamples()[2], CodecV5, []field{{tag: 3, val: []byte("a")}, {tag: 900}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		typ, cs, err := DecodeEntry(data)
 		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNewerFormat) {

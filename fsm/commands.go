@@ -45,15 +45,23 @@ func (f *FSM) create(c *Command) (filters.Filter, error) {
 	return newFilter(c.Spec)
 }
 
-// install puts flt under key, replacing whatever was there.
+// install puts flt under key, replacing whatever was there. The key starts
+// with no deadline.
 func (f *FSM) install(key string, flt filters.Filter) *entry {
 	if old := f.reg.byKey[key]; old != nil {
-		f.memory.Add(-old.mem)
+		f.removeEntry(old)
 	}
 	e := &entry{key: key, kind: flt.Kind(), f: flt, gen: f.gen, mem: entryBytes(key, flt)}
 	f.reg.put(e)
 	f.memory.Add(e.mem)
 	return e
+}
+
+// removeEntry deletes e's key and its deadline.
+func (f *FSM) removeEntry(e *entry) {
+	f.clearDeadline(e)
+	f.reg.remove(e)
+	f.memory.Add(-e.mem)
 }
 
 // lookup finds key for a command of family fam.
@@ -85,7 +93,7 @@ func (f *FSM) mutate(e *entry, fn func(flt filters.Filter)) {
 	}
 	e.mu.Lock()
 	fn(e.f)
-	mem := entryBytes(e.key, e.f)
+	mem := e.bytes()
 	e.mu.Unlock()
 	f.memory.Add(mem - e.mem)
 	e.mem = mem
@@ -173,8 +181,7 @@ func (f *FSM) applyDelKeys(c *Command) *Result {
 	n := int64(0)
 	for _, k := range c.Keys {
 		if e := f.reg.byKey[k]; e != nil {
-			f.reg.remove(e)
-			f.memory.Add(-e.mem)
+			f.removeEntry(e)
 			n++
 		}
 	}
@@ -183,7 +190,8 @@ func (f *FSM) applyDelKeys(c *Command) *Result {
 
 // applyRename moves c.Key's filter to c.Keys[0] (RENAME), replacing whatever
 // was there; with c.NX only if nothing was (RENAMENX). The filter keeps its
-// snapshot generation, so a snapshot still streaming it is not written under.
+// snapshot generation, so a snapshot still streaming it is not written under,
+// and its deadline, as Redis's RENAME keeps a key's TTL.
 func (f *FSM) applyRename(c *Command) *Result {
 	if len(c.Keys) != 1 {
 		return &Result{Err: ErrBadData}
@@ -200,14 +208,16 @@ func (f *FSM) applyRename(c *Command) *Result {
 		if c.NX {
 			return &Result{Ints: []int64{0}}
 		}
-		f.reg.remove(dst)
-		f.memory.Add(-dst.mem)
+		f.removeEntry(dst)
 	}
-	f.reg.remove(src)
-	f.memory.Add(-src.mem)
+	deadline := src.exp.Load()
+	f.removeEntry(src)
 	e := &entry{key: to, kind: src.kind, f: src.f, gen: src.gen, mem: entryBytes(to, src.f)}
 	f.reg.put(e)
 	f.memory.Add(e.mem)
+	if deadline != nil {
+		f.setDeadline(e, deadline.deadline)
+	}
 	return &Result{Ints: []int64{1}}
 }
 
@@ -218,6 +228,8 @@ func (f *FSM) applyFlush(c *Command) *Result {
 	f.reg.byKey, f.reg.order = make(map[string]*entry), nil
 	f.reg.mu.Unlock()
 	f.memory.Store(0)
+	f.deadlines = nil
+	f.noteDeadlines()
 	return &Result{Ints: []int64{int64(n)}}
 }
 
@@ -311,6 +323,8 @@ func GuessResult(c *Command) *Result {
 		}
 	case OpDelKeys:
 		r.Ints = []int64{int64(len(c.Keys))}
+	case OpExpire, OpPersist, OpRename, OpFlush:
+		r.Ints = []int64{1}
 	}
 	return r
 }

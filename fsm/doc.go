@@ -37,4 +37,12 @@
 // of each client's latest sequence numbers and answers a replay with the stored
 // result instead of applying it again (Raft dissertation, section 6.3). Sessions
 // expire by the leader's clock as stamped into the log, never by a replica's.
+//
+// # Expiry
+//
+// A key may have a deadline (EXPIRE and its kin, expire.go). It is removed
+// before the first command whose leader-stamped time reaches the deadline, so
+// every replica removes it at the same log position; the leader proposes a
+// tick when its clock passes the earliest deadline, so keys expire with no
+// other writes.
 package fsm

@@ -25,6 +25,10 @@ type Options struct {
 	// the node halts at an entry above it, as a build of that format would.
 	// Zero means CodecVersion.
 	MaxFormat byte
+	// OnExpire, when set, is called on the apply goroutine for each key
+	// removed because its deadline passed, with the index of the entry that
+	// removed it. It must not call back into the state machine.
+	OnExpire func(key string, index uint64)
 }
 
 // DefaultSessionTTL is the session lifetime when Options.SessionTTL is zero.
@@ -47,6 +51,16 @@ type FSM struct {
 
 	memory  atomic.Uint64 // sum of the entries' mem
 	applied atomic.Uint64 // last log index applied
+
+	// Deadlines (expire.go). deadlines, applying and onExpire belong to the
+	// apply goroutine; the atomics publish to readers.
+	deadlines deadlineHeap
+	applying  uint64 // the index of the entry being applied
+	onExpire  func(key string, index uint64)
+	expires   atomic.Int64  // len(deadlines)
+	next      atomic.Int64  // earliest deadline, 0 if none
+	nextCh    chan struct{} // a value when next changes
+	expired   atomic.Uint64 // keys removed by expiry
 
 	// Snapshot generations (copy-on-write, see entry.gen).
 	gen      uint64 // current generation; apply goroutine only
@@ -101,6 +115,8 @@ func New(opts Options) *FSM {
 		snapLive:   make(map[uint64]int),
 		waitCh:     make(chan struct{}),
 		haltCh:     make(chan struct{}),
+		onExpire:   opts.OnExpire,
+		nextCh:     make(chan struct{}, 1),
 	}
 	f.handlers = [lastOp + 1]func(c *Command) *Result{
 		OpReserve:   f.applyReserve,
@@ -111,6 +127,10 @@ func New(opts Options) *FSM {
 		OpRename:    f.applyRename,
 		OpFlush:     f.applyFlush,
 		OpCompact:   f.applyCompact,
+
+		OpExpire:     f.applyExpire,
+		OpPersist:    f.applyPersist,
+		OpExpireTick: f.applyExpireTick,
 	}
 	return f
 }
@@ -152,6 +172,7 @@ func (f *FSM) applyLog(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil // configuration changes: nothing of ours
 	}
+	f.applying = l.Index
 	t, cmds, err := decodeEntry(l.Data, f.maxFormat)
 	if err != nil {
 		// Damaged on disk or on the way: applying anything else would fork the
@@ -186,15 +207,18 @@ func (f *FSM) applyLog(l *raft.Log) any {
 // takes, for tests and fakes.
 func (f *FSM) ApplyCommand(index uint64, c *Command) *Result {
 	f.applyMu.Lock()
+	f.applying = index
 	r := f.applyCommand(c)
 	f.applyMu.Unlock()
 	f.setApplied(index)
 	return r
 }
 
-// applyCommand runs one command through the session table and its handler.
+// applyCommand advances the log's clock to c's time, removes the keys whose
+// deadline it passed, and runs c through the session table and its handler.
 func (f *FSM) applyCommand(c *Command) *Result {
 	f.sessions.advance(c.Time)
+	f.expireDue()
 	if c.Session.Seq == 0 {
 		return f.dispatch(c)
 	}

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rookerydb/rookery/filters"
 )
@@ -22,11 +23,25 @@ type entry struct {
 	mu sync.RWMutex
 	f  filters.Filter
 
+	// exp is the key's deadline, nil when it has none (expire.go). Readers
+	// on any goroutine load it; only the apply goroutine stores it.
+	exp atomic.Pointer[expiry]
+
 	// gen is the snapshot generation f was created in. A snapshot taken since
 	// (one whose generation is >= gen and that is not yet released) may be
 	// streaming f, so the next mutation works on a copy (copy-on-write).
 	gen uint64
-	mem uint64 // entryBytes(key, f) as last accounted
+	mem uint64 // e.bytes() as last accounted
+}
+
+// bytes is what the key takes, as --max-memory counts it: entryBytes, and its
+// place in the deadline index when it has a deadline. Apply goroutine only.
+func (e *entry) bytes() uint64 {
+	n := entryBytes(e.key, e.f)
+	if e.exp.Load() != nil {
+		n += expiryBytes
+	}
+	return n
 }
 
 // keyOverhead is what a key costs besides its filter's arrays, its filter's

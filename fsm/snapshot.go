@@ -2,12 +2,14 @@ package fsm
 
 import (
 	"bufio"
+	"container/heap"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -18,14 +20,20 @@ import (
 	"github.com/rookerydb/rookery/internal/mutant"
 )
 
-// Snapshot stream, version 1:
+// Snapshot stream, version 2:
 //
 //	header   "RKYSNAP\x00", uint16 version, CRC-32C of both
-//	section  tag 'S': the session table
-//	section  tag 'F': one filter: uvarint key length, key, the filter's own
-//	                  encoding (filters.Encode); one per filter, keys ascending
+//	section  tag 'S': the session table (its clock is the log's clock)
+//	section  tag 'F': one filter: uvarint key length, key, uvarint deadline
+//	                  (Unix ms, 0 for none), the filter's own encoding
+//	                  (filters.Encode); one per filter, keys ascending
 //	section  tag 'E': uvarint filter count, uvarint applied index
 //
+// Version 1 is the same without deadlines. Both are read, and a state with no
+// deadline is written as version 1, so a node of a build before expiry can
+// still install it (no key has a deadline until every node reads log format
+// 5, so in a rolling upgrade the older nodes get version 1).
+
 // Every section ends with the CRC-32C of its tag and contents, so Restore
 // verifies each part as it streams, and a filter's own encoding carries its own
 // checksum as well. Restore builds the new state aside and installs it only once
@@ -33,7 +41,8 @@ import (
 
 const (
 	snapMagic   = "RKYSNAP\x00"
-	snapVersion = 1
+	snapVersion = 2 // with deadlines
+	snapV1      = 1 // without: what a state with no deadline is written as
 
 	tagSessions = 'S'
 	tagFilter   = 'F'
@@ -64,7 +73,11 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	s := &snapshot{fsm: f, gen: f.gen, applied: f.applied.Load(), sessions: f.sessions.clone()}
 	s.entries = make([]frozen, 0, len(f.reg.byKey))
 	for _, e := range f.reg.byKey {
-		s.entries = append(s.entries, frozen{key: e.key, f: e.f})
+		fr := frozen{key: e.key, f: e.f}
+		if x := e.exp.Load(); x != nil {
+			fr.deadline = x.deadline
+		}
+		s.entries = append(s.entries, fr)
 	}
 	sort.Slice(s.entries, func(i, j int) bool { return s.entries[i].key < s.entries[j].key })
 	f.snapMu.Lock()
@@ -76,8 +89,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 type frozen struct {
-	key string
-	f   filters.Filter
+	key      string
+	f        filters.Filter
+	deadline int64 // Unix ms, 0 for none
 }
 
 type snapshot struct {
@@ -102,7 +116,14 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 func (s *snapshot) write(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	sw := &sectionWriter{w: bw}
-	hdr := binary.LittleEndian.AppendUint16([]byte(snapMagic), snapVersion)
+	version := uint16(snapV1)
+	for _, e := range s.entries {
+		if e.deadline != 0 {
+			version = snapVersion
+			break
+		}
+	}
+	hdr := binary.LittleEndian.AppendUint16([]byte(snapMagic), version)
 	if _, err := bw.Write(binary.LittleEndian.AppendUint32(hdr, crc32.Checksum(hdr, castagnoli))); err != nil {
 		return err
 	}
@@ -111,7 +132,11 @@ func (s *snapshot) write(w io.Writer) error {
 	sw.end()
 	for _, e := range s.entries {
 		sw.begin(tagFilter)
-		sw.write(appendString(nil, e.key))
+		b := appendString(nil, e.key)
+		if version >= snapVersion {
+			b = binary.AppendUvarint(b, uint64(e.deadline))
+		}
+		sw.write(b)
 		if sw.err == nil {
 			_, sw.err = filters.Encode(sw, e.f)
 		}
@@ -211,21 +236,32 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if mutant.On(mutant.RestoreDropsNewest) && len(st.entries) > 0 {
 		st.entries = st.entries[:len(st.entries)-1]
 	}
+	var dl deadlineHeap
 	for _, fr := range st.entries {
 		e := &entry{key: fr.key, kind: fr.f.Kind(), hash: scanHash(fr.key), f: fr.f,
 			gen: f.gen, mem: entryBytes(fr.key, fr.f)}
+		if fr.deadline != 0 {
+			x := &expiry{deadline: fr.deadline, e: e, at: len(dl)}
+			e.exp.Store(x)
+			e.mem += expiryBytes
+			dl = append(dl, x)
+		}
 		order = append(order, e)
 		byKey[e.key] = e
 		mem += e.mem
 	}
+	heap.Init(&dl)
 	sort.Slice(order, func(i, j int) bool { return entryLess(order[i], order[j].hash, order[j].key) })
 	f.reg.mu.Lock()
 	f.reg.byKey, f.reg.order = byKey, order
 	f.reg.mu.Unlock()
 	f.memory.Store(mem)
+	f.deadlines = dl
+	f.noteDeadlines()
 	f.sessions = st.sessions
 	f.setApplied(st.applied)
-	f.log.Info("restored snapshot", "filters", len(order), "memory_bytes", mem, "applied_index", st.applied)
+	f.log.Info("restored snapshot", "filters", len(order), "expires", len(dl), "memory_bytes", mem,
+		"applied_index", st.applied)
 	return nil
 }
 
@@ -288,6 +324,8 @@ type SnapshotSummary struct {
 	AppliedIndex uint64
 	// Sessions is how many client sessions (exactly-once windows) it holds.
 	Sessions int
+	// Expires is how many of its keys have a deadline.
+	Expires int
 	// Filters describes every filter, keys ascending.
 	Filters []Info
 	// MemoryBytes is what the filters take in memory once restored, as
@@ -306,6 +344,10 @@ func VerifySnapshot(r io.Reader) (*SnapshotSummary, error) {
 		in := infoOf(fr.key, fr.f)
 		sum.Filters = append(sum.Filters, in)
 		sum.MemoryBytes += entryBytes(fr.key, fr.f)
+		if fr.deadline != 0 {
+			sum.Expires++
+			sum.MemoryBytes += expiryBytes
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
@@ -326,8 +368,9 @@ func scanSnapshot(r io.Reader, ttl int64, keep func(frozen)) (*snapState, error)
 	if string(body[:len(snapMagic)]) != snapMagic || crc32.Checksum(body, castagnoli) != sum {
 		return nil, errors.New("not a Rookery snapshot")
 	}
-	if v := binary.LittleEndian.Uint16(body[len(snapMagic):]); v != snapVersion {
-		return nil, fmt.Errorf("snapshot version %d, this build reads %d", v, snapVersion)
+	version := binary.LittleEndian.Uint16(body[len(snapMagic):])
+	if version != snapV1 && version != snapVersion {
+		return nil, fmt.Errorf("snapshot version %d, this build reads %d and %d", version, snapV1, snapVersion)
 	}
 	sr := &sectionReader{r: br}
 	st := &snapState{}
@@ -346,7 +389,7 @@ func scanSnapshot(r io.Reader, ttl int64, keep func(frozen)) (*snapState, error)
 				return nil, err
 			}
 		case tag == tagFilter:
-			fr, err := readFilter(sr)
+			fr, err := readFilter(sr, version)
 			if err != nil {
 				return nil, err
 			}
@@ -390,7 +433,7 @@ func scanSnapshot(r io.Reader, ttl int64, keep func(frozen)) (*snapState, error)
 	}
 }
 
-func readFilter(sr *sectionReader) (frozen, error) {
+func readFilter(sr *sectionReader, version uint16) (frozen, error) {
 	n, err := sr.uvarint()
 	if err != nil {
 		return frozen{}, fmt.Errorf("filter key: %w", noEOF(err))
@@ -402,11 +445,20 @@ func readFilter(sr *sectionReader) (frozen, error) {
 	if _, err := io.ReadFull(sr, key); err != nil {
 		return frozen{}, fmt.Errorf("filter key: %w", noEOF(err))
 	}
+	var deadline uint64
+	if version >= snapVersion {
+		if deadline, err = sr.uvarint(); err != nil {
+			return frozen{}, fmt.Errorf("filter %q deadline: %w", key, noEOF(err))
+		}
+		if deadline > math.MaxInt64 {
+			return frozen{}, fmt.Errorf("filter %q deadline %d out of range", key, deadline)
+		}
+	}
 	flt, err := filters.Decode(sr)
 	if err != nil {
 		return frozen{}, fmt.Errorf("filter %q: %w", key, err)
 	}
-	return frozen{key: string(key), f: flt}, nil
+	return frozen{key: string(key), f: flt, deadline: int64(deadline)}, nil
 }
 
 func readSessions(sr *sectionReader, ttl int64) (*sessionTable, error) {

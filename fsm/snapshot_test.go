@@ -35,17 +35,22 @@ func populate(h *harness) {
 		}
 	}
 	h.ok(withSession(add(FamilyCF, "cf", "once"), 42, 1))
+	// Deadlines (snapshot version 2): an hour and a day from the log's clock.
+	h.ok(&Command{Op: OpExpire, Key: "cf", Expire: 3600_000})
+	h.ok(&Command{Op: OpExpire, Key: "dleft", Expire: 86400_000})
 }
 
 // stateOf describes everything a replica's state is made of, for comparisons.
 func stateOf(t *testing.T, f *FSM) string {
 	var b bytes.Buffer
 	for _, in := range f.List() {
-		fmt.Fprintf(&b, "%+v\n", in)
+		deadline, _ := f.Expiry(in.Key)
+		fmt.Fprintf(&b, "%+v deadline=%d\n", in, deadline)
 		_ = f.read(FamilyNone, in.Key, func(flt filters.Filter) { b.Write(encodeFilter(t, flt)) })
 	}
 	b.Write(encodeSessions(f.sessions))
-	fmt.Fprintf(&b, "applied=%d memory=%d", f.AppliedIndex(), f.MemoryBytes())
+	fmt.Fprintf(&b, "applied=%d memory=%d expires=%d next=%d", f.AppliedIndex(), f.MemoryBytes(),
+		f.Expires(), f.NextDeadline())
 	return b.String()
 }
 

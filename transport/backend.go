@@ -51,6 +51,7 @@ type queries interface {
 	Info(fam fsm.Family, key string) (fsm.Info, error)
 	ScanDump(fam fsm.Family, key string, iter int64) (int64, []byte, error)
 	KindOf(key string) (filters.Kind, bool)
+	Expiry(key string) (deadline int64, exists bool)
 	Scan(cursor uint64, count int, match func(key string, k filters.Kind) bool) (uint64, []string)
 	Len() int
 	MemoryBytes() uint64

@@ -76,7 +76,7 @@ func commandTable() map[string]*command {
 	t := map[string]*command{}
 	for _, group := range [][]*command{
 		bloomCommands(), cuckooCommands(), countingCommands(),
-		keyspaceCommands(), replicatedKeyspaceCommands(), connCommands(), clusterCommands(),
+		keyspaceCommands(), replicatedKeyspaceCommands(), expireCommands(), connCommands(), clusterCommands(),
 	} {
 		for _, c := range group {
 			t[c.name] = c

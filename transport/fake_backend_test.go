@@ -41,6 +41,9 @@ type fakeBackend struct {
 	queue      chan queued
 	stop       chan struct{}
 	stopped    sync.WaitGroup
+
+	// clock stamps each command's Time, as a leader does (nil: time.Now).
+	clock func() time.Time
 }
 
 type queued struct {
@@ -98,6 +101,11 @@ func (b *fakeBackend) apply(q queued) {
 func (b *fakeBackend) Submit(cmd *fsm.Command) *cluster.Future {
 	f := cluster.NewFuture()
 	b.mu.Lock()
+	if b.clock != nil {
+		cmd.Time = b.clock().UnixNano()
+	} else {
+		cmd.Time = time.Now().UnixNano()
+	}
 	b.events = append(b.events, "submit")
 	b.commands = append(b.commands, cmd)
 	b.mu.Unlock()

@@ -122,6 +122,12 @@ func (f *fakeQueries) KindOf(key string) (filters.Kind, bool) {
 	return k, ok
 }
 
+// Expiry: the fake's keys have no deadline (expire_test.go reads real ones).
+func (f *fakeQueries) Expiry(key string) (int64, bool) {
+	_, ok := f.kinds[key]
+	return 0, ok
+}
+
 func (f *fakeQueries) Scan(cursor uint64, count int, match func(string, filters.Kind) bool) (uint64, []string) {
 	var keys []string
 	for _, k := range sortedKeys(f.kinds) {

@@ -251,7 +251,7 @@ func snapshotInspect(file string, stdout io.Writer) error {
 	fmt.Fprintf(tw, "term\t%d\n", m.Term)
 	fmt.Fprintf(tw, "configuration\t%s\n", strings.Join(servers, ", "))
 	fmt.Fprintf(tw, "state\t%d bytes, applied index %d, %d client sessions\n", m.StateBytes, st.AppliedIndex, st.Sessions)
-	fmt.Fprintf(tw, "filters\t%d, %d bytes of memory\n", len(st.Filters), st.MemoryBytes)
+	fmt.Fprintf(tw, "filters\t%d (%d with a deadline), %d bytes of memory\n", len(st.Filters), st.Expires, st.MemoryBytes)
 	tw.Flush()
 	if len(st.Filters) == 0 {
 		return nil

@@ -160,6 +160,20 @@ func TestRollingUpgrade(t *testing.T) {
 	for _, s := range []string{"{held}", "{leader}"} {
 		seesEveryWrite(t, held.client(2), s)
 	}
+	// A command of a newer format (EXPIRE, format 5) is refused, not
+	// applied, through the held node and the leader alike.
+	if need := int(fsm.MinCodec(&fsm.Command{Op: fsm.OpExpire})); need > old {
+		want := fmt.Sprintf("ERR not every node of the cluster can apply this command: "+
+			"it needs log format %d and a member reads only up to %d; upgrade every node", need, old)
+		for _, p := range []*proc{held, l} {
+			if err := p.client(2).Do(bg(), "EXPIRE", "bf{held}", "100").Err(); err == nil || err.Error() != want {
+				t.Fatalf("EXPIRE with n3 held at %d: %v, want %q", old, err, want)
+			}
+		}
+		if ttl, err := held.client(2).Do(bg(), "TTL", "bf{held}").Int64(); err != nil || ttl != -1 {
+			t.Fatalf("TTL after a refused EXPIRE: %d %v", ttl, err)
+		}
+	}
 	st, err := readFormatStatus(held)
 	if err != nil || !st.Ready || st.Problem != "" || strings.Contains(held.Logs(), "needs a newer rookery") {
 		t.Fatalf("held node after the writes: %+v %v\n%s", st, err, held.Logs())
@@ -190,6 +204,7 @@ func TestRollingUpgrade(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	everyWrite(t, held.client(2), "{after}")
+
 	for _, s := range []string{"{held}", "{leader}", "{after}"} {
 		seesEveryWrite(t, held.client(2), s)
 		seesEveryWrite(t, nodes[0].client(2), s)
@@ -197,6 +212,27 @@ func TestRollingUpgrade(t *testing.T) {
 	for _, p := range nodes {
 		if st, err := readFormatStatus(p); err != nil || !st.Ready {
 			t.Fatalf("%+v %v\n%s", st, err, p.Logs())
+		}
+	}
+	// Now EXPIRE is taken, and the key goes on every node with no other write.
+	c := held.client(2)
+	if err := c.Do(bg(), "BF.ADD", "window", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Do(bg(), "PEXPIRE", "window", "1000").Int64(); err != nil || n != 1 {
+		t.Fatalf("PEXPIRE after the upgrade: %d %v", n, err)
+	}
+	for i, p := range nodes {
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			n, err := p.client(2).Do(bg(), "EXISTS", "window").Int64()
+			if err == nil && n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("window still on n%d after its deadline: %d %v", i+1, n, err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
@@ -466,4 +467,98 @@ func rbBaseErr(err error) error {
 		}
 	}
 	return err
+}
+
+// TestRBChainHeadersAgainstRedisBloom sends every header of rbHeaderCases that
+// RedisBloom can take without allocating absurd memory to BF.LOADCHUNK, and
+// checks RedisBloom's verdict. Where both accept, the same random bytes are
+// loaded into every link of both chains, and lookups, adds and the dumps after
+// them must agree.
+func TestRBChainHeadersAgainstRedisBloom(t *testing.T) {
+	parent := rbRedis(t)
+	for i, hc := range rbHeaderCases(t) {
+		if hc.unsafe {
+			continue
+		}
+		t.Run(hc.name, func(t *testing.T) {
+			rc := parent.with(t)
+			key := fmt.Sprintf("%sheader:%d", rbRedisPrefix, i)
+			rbRedisDel(t, rc, key)
+			rep := rbReply(rc.do("BF.LOADCHUNK", key, 1, hc.header))
+			if (rep == "OK") != hc.theirs || rep != "OK" && rep != "ERR received bad data" {
+				t.Fatalf("RedisBloom answers %q; expected it to accept: %v", rep, hc.theirs)
+			}
+			if !hc.ours || !hc.theirs {
+				return
+			}
+			ours, err := NewRBChainFromHeader(hc.header)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rand.New(rand.NewPCG(uint64(i), 9))
+			start := int64(1)
+			for _, l := range ours.Links() {
+				data := make([]byte, l.Bytes)
+				for j := range data {
+					data[j] = byte(r.Uint32() | r.Uint32()) // three bits in four set
+				}
+				iter := start + int64(len(data))
+				rc.ok("BF.LOADCHUNK", key, iter, data)
+				if err := ours.LoadChunk(iter, data); err != nil {
+					t.Fatal(err)
+				}
+				start = iter
+			}
+			probes := rbItems("probe:", 0, 2000)
+			theirs := redisExists(t, rc, key, probes)
+			for j, it := range probes {
+				if ours.Test(it) != theirs[j] {
+					t.Fatalf("EXISTS %q: RedisBloom %v", it, theirs[j])
+				}
+			}
+			if !hc.noAdds {
+				items := rbItems("add:", 0, 300)
+				if theirs, mine := redisAdd(t, rc, key, items), ourMAdd(ours, items); !equalStrings(theirs, mine) {
+					i := firstDiffStrings(theirs, mine)
+					t.Fatalf("add %d: RedisBloom %q, ours %q", i, theirs[i], mine[i])
+				}
+			}
+			if err := sameDump(redisDump(t, rc, key), ourDump(ours)); err != nil {
+				t.Fatalf("dumps differ: %v", err)
+			}
+			if theirs, mine := redisInfo(t, rc, key), ourInfo(ours); theirs != mine {
+				t.Fatalf("BF.INFO: RedisBloom %v, ours %v", theirs, mine)
+			}
+		})
+	}
+}
+
+// TestRBChainLargeAgainstRedisBloom: a link of more than RBMaxChunkBytes dumps in
+// the same chunks as RedisBloom's, and each side loads the other's.
+func TestRBChainLargeAgainstRedisBloom(t *testing.T) {
+	rc := rbRedis(t)
+	key, back := rbRedisPrefix+"large", rbRedisPrefix+"large:back"
+	rbRedisDel(t, rc, key, back)
+	rc.ok("BF.RESERVE", key, "0.01", 15_000_000)
+	ours := mustNewRBChain(t, 15_000_000, 0.01, 2, false)
+	items := rbItems("big:", 0, 20000)
+	if theirs, mine := redisAdd(t, rc, key, items), ourMAdd(ours, items); !equalStrings(theirs, mine) {
+		t.Fatalf("add replies differ at %d", firstDiffStrings(theirs, mine))
+	}
+	theirs := redisDump(t, rc, key)
+	if len(theirs) != 3 {
+		t.Fatalf("RedisBloom dumps in %d chunks", len(theirs))
+	}
+	if err := sameDump(theirs, ourDump(ours)); err != nil {
+		t.Fatalf("dumps differ: %v", err)
+	}
+	loaded := rbLoadDump(t, theirs)
+	redisLoad(t, rc, back, ourDump(ours))
+	probes := append(items, rbItems("absent:", 0, 5000)...)
+	want := redisExists(t, rc, back, probes)
+	for i, it := range probes {
+		if loaded.Test(it) != want[i] {
+			t.Fatalf("EXISTS %q: RedisBloom %v", it, want[i])
+		}
+	}
 }

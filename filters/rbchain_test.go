@@ -298,7 +298,7 @@ func (l *rbLink) readAll() []byte {
 	return b
 }
 
-func rbEncoding(t testing.TB, c *RBChain) []byte { return ctEncode(t, c) }
+func rbEncoding(t testing.TB, c Filter) []byte { return ctEncode(t, c) }
 
 // TestRBChainErrorUnderflow: a chain that adds a link per item halves its error
 // rate each time until it reaches zero, which RedisBloom refuses too: some 1075

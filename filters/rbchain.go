@@ -68,7 +68,8 @@ const (
 	// rbMaxGrowth is RedisBloom's largest expansion factor.
 	rbMaxGrowth = 32768
 	// RBMaxErrorRate is the largest error rate RedisBloom creates a chain with:
-	// BF.RESERVE, BF.ADD and BF.INSERT take any larger rate as this one.
+	// from version 8.1 on, BF.RESERVE, BF.ADD and BF.INSERT take any larger
+	// rate as this one.
 	RBMaxErrorRate = 0.25
 	// rbChainOverhead and rbLinkOverhead are the memory MemoryBytes counts for
 	// the chain and for each link besides their bits, about their structs'.
@@ -87,7 +88,7 @@ var ErrGrowth = errors.New("filters: problem inserting into filter")
 // NewRBChain returns an empty chain as RedisBloom's BF.RESERVE creates it: one
 // link of capacity items at errorRate/2 (errorRate if non-scaling), hashing
 // with MurmurHash64A, sized to the bit. An errorRate above RBMaxErrorRate is
-// taken as RBMaxErrorRate, as RedisBloom does. expansion (at most 32768)
+// taken as RBMaxErrorRate, as RedisBloom does from 8.1 on. expansion (at most 32768)
 // multiplies each new link's capacity; expansion 0 makes the chain non-scaling,
 // as nonScaling does.
 func NewRBChain(capacity uint64, errorRate float64, expansion uint32, nonScaling bool) (*RBChain, error) {

@@ -17,6 +17,9 @@ type rbHeaderCase struct {
 	// unsafe marks headers RedisBloom would try to allocate absurd memory for;
 	// the cross-check does not send them.
 	unsafe bool
+	// varies marks headers on which RedisBloom's verdict depends on its
+	// version: 8.0 lacks the n2 <= 63 check that 2.6 and 8.1 on have.
+	varies bool
 	// noAdds marks accepted chains on which adds go differently by design
 	// (our limits); the cross-check only compares lookups.
 	noAdds bool
@@ -45,7 +48,7 @@ func rbHeaderCases(t testing.TB) []rbHeaderCase {
 		{name: "error 1", header: set(h, 1, "error", f64(1))},
 		{name: "error negative", header: set(h, 0, "error", f64(-0.1))},
 		{name: "error infinite", header: set(h, 0, "error", f64(math.Inf(1)))},
-		{name: "n2 64", header: set(h, 0, "n2", 64)},
+		{name: "n2 64", header: set(h, 0, "n2", 64), varies: true},
 		{name: "n2 above the bits", header: set(h, 0, "n2", 11)},
 		{name: "no bits", header: set(set(h, 0, "bytes", 0), 0, "bits", 0)},
 		{name: "bits not bytes*8", header: set(h, 1, "bits", 312*8+8)},

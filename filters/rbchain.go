@@ -55,9 +55,9 @@ type rbLink struct {
 // than a legitimate one could.
 const (
 	// rbMaxLinks bounds the links of a chain. Each link halves the error rate,
-	// and RedisBloom refuses a rate of zero, which doubles reach after 1075
-	// halvings of any rate below 1: no chain it grows passes about 1076 links
-	// (most stay under 40). A lookup costs at most rbMaxLinks*rbMaxHashes bit
+	// and RedisBloom refuses a rate of zero, which a float64 below 1 reaches
+	// within 1075 halvings: no chain it grows passes about 1076 links (most
+	// stay under 40). A lookup costs at most rbMaxLinks*rbMaxHashes bit
 	// probes, what such a chain costs anyway, and the header fits an
 	// encoding's params.
 	rbMaxLinks = 1100
@@ -88,9 +88,9 @@ var ErrGrowth = errors.New("filters: problem inserting into filter")
 // NewRBChain returns an empty chain as RedisBloom's BF.RESERVE creates it: one
 // link of capacity items at errorRate/2 (errorRate if non-scaling), hashing
 // with MurmurHash64A, sized to the bit. An errorRate above RBMaxErrorRate is
-// taken as RBMaxErrorRate, as RedisBloom does from 8.1 on. expansion (at most 32768)
-// multiplies each new link's capacity; expansion 0 makes the chain non-scaling,
-// as nonScaling does.
+// taken as RBMaxErrorRate, as RedisBloom does from 8.1 on. expansion (at most
+// 32768) multiplies each new link's capacity; expansion 0 makes the chain
+// non-scaling, as nonScaling does.
 func NewRBChain(capacity uint64, errorRate float64, expansion uint32, nonScaling bool) (*RBChain, error) {
 	options, rate, err := rbReserve(capacity, errorRate, expansion, nonScaling)
 	if err != nil {

@@ -40,6 +40,12 @@
 // p/2 + p/4 + ..., stays below the target. Only the newest takes items, and an item
 // any sub-filter already reports is not added again.
 //
+// RBChain is RedisBloom's own scalable Bloom filter, bit for bit, for filters
+// migrated from Redis: classic links whose k positions (a + i*b) mod m come from
+// MurmurHash64A, sized with RedisBloom's formulas, with its dump format, so that
+// a BF.SCANDUMP taken from RedisBloom loads here and answers as it did there, and
+// dumps back byte for byte (DESIGN.md).
+//
 // # Counting Bloom filters
 //
 // Counting replaces each bit of a Bloom filter by a small counter so that items can

@@ -114,6 +114,22 @@ func ktCuckoo(cfg CuckooConfig, items int) ktCase {
 	}
 }
 
+func ktRBChain(capacity uint64, p float64, expansion uint32, nonScaling bool, items int) ktCase {
+	return ktCase{
+		name: fmt.Sprintf("rbchain/%d/%g/x%d/%v", capacity, p, expansion, nonScaling), kind: KindRBChain, items: items,
+		build: func() (Filter, error) { return NewRBChain(capacity, p, expansion, nonScaling) },
+		size:  func() (uint64, error) { return RBChainBytes(capacity, p, expansion, nonScaling) },
+		add:   func(f Filter, item []byte) error { _, err := f.(*RBChain).Add(item); return err },
+		test:  func(f Filter, item []byte) bool { return f.(*RBChain).Test(item) },
+		clone: func(f Filter) Filter { return f.(*RBChain).Clone() },
+		describe: func(f Filter) string {
+			c := f.(*RBChain)
+			return fmt.Sprint(c.Count(), c.Capacity(), c.Filters(), c.Expansion(), c.NonScaling(), c.ErrorRate(),
+				c.NextGrowthBytes(), c.RedisBloomSize(), c.Debug(), c.Links())
+		},
+	}
+}
+
 // ktCases lists every kind; the first row of each kind is small, and serves as a
 // fuzz seed too.
 func ktCases() []ktCase {
@@ -136,6 +152,9 @@ func ktCases() []ktCase {
 		ktCuckoo(CuckooConfig{Capacity: 1000, BucketSize: 1, FingerprintBits: 16, Expansion: 0}, 1200),
 		ktCuckoo(CuckooConfig{Capacity: 301, BucketSize: 3, FingerprintBits: 8, MaxIterations: 1, Expansion: 3}, 1000),
 		ktCuckoo(CuckooConfig{Capacity: 1, Expansion: 1}, 100), // grows to MaxCuckooFilters, then is full
+		ktRBChain(8, 0.1, 2, false, 60),
+		ktRBChain(1000, 0.01, 1, false, 3500),
+		ktRBChain(500, 0.001, 4, true, 600),
 	}
 }
 

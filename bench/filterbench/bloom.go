@@ -66,7 +66,37 @@ func runBloom(cfg Config, keys *Keys) []Result {
 		encode: func(w io.Writer) error { _, err := s.WriteTo(w); return err },
 	}, cfg, keys)
 	r.Note = fmt.Sprintf("%d sub-filters", s.Filters())
-	return append(rows, r)
+	rows = append(rows, r)
+	return append(rows, runRBChain(cfg, keys)...)
+}
+
+// runRBChain measures RedisBloom's own layout (filters.RBChain, what a dump taken
+// from RedisBloom loads into) beside ours: one chain reserved for n, and one
+// grown from n/16 like the Scalable row. Its first link gets p/2, as in
+// RedisBloom, so it takes more bits than a Bloom sized for p.
+func runRBChain(cfg Config, keys *Keys) []Result {
+	var rows []Result
+	for _, start := range []int{cfg.N, max(cfg.N/16, 1)} {
+		impl := "rookery RBChain (RedisBloom layout)"
+		if start != cfg.N {
+			impl = "rookery RBChain from n/16, x2"
+		}
+		c, err := filters.NewRBChain(uint64(start), cfg.P, 2, false)
+		if err != nil {
+			rows = append(rows, Result{Family: "bloom", Impl: impl, N: cfg.N, P: cfg.P, Note: err.Error()})
+			continue
+		}
+		r := measureBloom(impl, bloomUnderTest{
+			add:    func(item []byte) { c.Add(item) },
+			test:   c.Test,
+			bits:   func() float64 { return float64(c.MemoryBytes() * 8) },
+			encode: func(w io.Writer) error { _, err := c.WriteTo(w); return err },
+		}, cfg, keys)
+		links := c.Links()
+		r.Note = fmt.Sprintf("%d links, k=%d..%d", len(links), links[0].Hashes, links[len(links)-1].Hashes)
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 // measureBloom fills f with the n present keys and measures one pass of each

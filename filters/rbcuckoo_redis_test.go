@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -179,6 +180,49 @@ func TestRBCuckooRedisBloom(t *testing.T) {
 	t.Run("cursors", func(t *testing.T) { rbcCompareCursors(t, rc) })
 	t.Run("headers", func(t *testing.T) { rbcCompareHeaders(t, rc) })
 	t.Run("large", func(t *testing.T) { rbcCompareLarge(t, rc) })
+	t.Run("golden", func(t *testing.T) { rbcCompareGolden(t, rc) })
+}
+
+// rbcCompareGolden replays every golden transcript on RedisBloom: the files
+// hold what RedisBloom itself answers.
+func rbcCompareGolden(t *testing.T, rc *rbcConn) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "redisbloom", "cuckoo-*.txt"))
+	if len(files) == 0 {
+		t.Fatal("no transcripts")
+	}
+	key := "rookery-rbc-test-d"
+	s := &rbcSession{
+		exec: func(args []string) string { return rc.do(t, append([]string{args[0], key}, args[2:]...)...) },
+		reserve: func(args []string) error {
+			rc.do(t, "DEL", key)
+			if r := rc.do(t, append([]string{args[0], key}, args[2:]...)...); r != "OK" {
+				return fmt.Errorf("%s", r)
+			}
+			return nil
+		},
+		load: func(chunks []rbcChunk) error {
+			rc.do(t, "DEL", key)
+			for i, ch := range chunks {
+				pos := ch.next
+				if i == 0 {
+					pos = 1
+				}
+				if r := rc.do(t, "CF.LOADCHUNK", key, strconv.FormatInt(pos, 10), string(ch.data)); r != "OK" {
+					return fmt.Errorf("CF.LOADCHUNK %d: %s", pos, r)
+				}
+			}
+			return nil
+		},
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rbcReplay(t, s, rbcParseTranscript(data))
+		})
+	}
 }
 
 // rbcCompareCommands runs random CF.ADD/ADDNX/INSERT/INSERTNX/DEL/COMPACT and

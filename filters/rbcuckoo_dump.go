@@ -197,6 +197,12 @@ func ParseRBCuckooHeader(data []byte) (memoryBytes uint64, err error) {
 // bounds (rbcCheck), or claims more items than the filter has slots, is
 // ErrRBCuckooCreate.
 //
+// A header that claims more items than the slots hold is refused although
+// RedisBloom takes it: no filter holds more fingerprints than slots. (One
+// loaded from a header that claimed fewer than its chunks brought, or whose
+// chunks never came, can take adds into slots its items already count, and
+// then dumps such a header.)
+//
 // The deletes counter is taken as it is: it counts deletes since the last
 // compaction, which in a filter of one sub-filter nothing triggers, so no
 // bound holds of it; it only grows, and stops at the largest uint64.

@@ -296,3 +296,131 @@ func TestRBCuckooModel(t *testing.T) {
 		})
 	}
 }
+
+// TestRBCuckooProperties holds RBCuckoo to what users rely on, against a
+// multiset of what was added and deleted: no false negatives, Count at least
+// the copies held, Items the fingerprints stored, whatever growth, evictions
+// and compactions happened, as long as only added items are deleted.
+func TestRBCuckooProperties(t *testing.T) {
+	for seed := range uint64(6) {
+		r := rand.New(rand.NewPCG(seed, 99))
+		bs := uint16(1 + r.IntN(6))
+		c := mustNewRBCuckoo(t, uint64(2*bs)+uint64(r.IntN(300)), bs, uint16(1+r.IntN(40)), uint16(r.IntN(5)))
+		held := map[string]uint64{}
+		var keys []string // insertion order, for determinism
+		for op := range 4000 {
+			switch k := r.IntN(10); {
+			case k < 6 || len(keys) == 0:
+				item := fmt.Sprintf("p-%d", r.IntN(2000))
+				if c.Add([]byte(item)) == nil {
+					if _, seen := held[item]; !seen {
+						keys = append(keys, item)
+					}
+					held[item]++
+				}
+			case k < 9:
+				item := keys[r.IntN(len(keys))]
+				if held[item] == 0 {
+					continue
+				}
+				if !c.Delete([]byte(item)) {
+					t.Fatalf("seed %d op %d: %s held %d times, not found", seed, op, item, held[item])
+				}
+				held[item]--
+			default:
+				c.Compact()
+			}
+		}
+		total := uint64(0)
+		for _, item := range keys {
+			m := held[item]
+			total += m
+			if m > 0 && (!c.Test([]byte(item)) || c.Count([]byte(item)) < m) {
+				t.Fatalf("seed %d: %s held %d times: Test %v Count %d", seed, item, m, c.Test([]byte(item)), c.Count([]byte(item)))
+			}
+		}
+		stored := uint64(0)
+		for _, b := range rbcBytes(c) {
+			stored += uint64(len(b) - bytes.Count(b, []byte{0}))
+		}
+		if c.Items() != total || stored != total {
+			t.Fatalf("seed %d: Items %d, %d fingerprints stored, %d held", seed, c.Items(), stored, total)
+		}
+		t.Logf("seed %d: %s", seed, c.Debug())
+	}
+}
+
+// TestRBCuckooDeterministic applies the same operations to two filters, one
+// of them forked, encoded and decoded along the way: their encodings and dumps
+// are the same bytes.
+func TestRBCuckooDeterministic(t *testing.T) {
+	a := mustNewRBCuckoo(t, 100, 2, 20, 2)
+	b := mustNewRBCuckoo(t, 100, 2, 20, 2)
+	r := rand.New(rand.NewPCG(3, 4))
+	for op := range 5000 {
+		item := fmt.Appendf(nil, "det-%d", r.IntN(800))
+		k := r.IntN(10)
+		for _, c := range []*RBCuckoo{a, b} {
+			switch {
+			case k < 6:
+				c.Add(item)
+			case k < 9:
+				c.Delete(item)
+			default:
+				c.Compact()
+			}
+		}
+		if op%1000 == 999 {
+			var buf bytes.Buffer
+			if _, err := b.Fork().WriteTo(&buf); err != nil {
+				t.Fatal(err)
+			}
+			g, err := Decode(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = g.(*RBCuckoo)
+		}
+	}
+	if !bytes.Equal(ctEncode(t, a), ctEncode(t, b)) || !rbcSameDump(rbcDump(a), rbcDump(b)) {
+		t.Fatal("the same operations gave different filters")
+	}
+}
+
+// TestRBCuckooForkIsolation checks that deletes, compactions, growth and chunk
+// loads on a fork leave the original as it was, and the other way round.
+func TestRBCuckooForkIsolation(t *testing.T) {
+	orig := mustNewRBCuckoo(t, 64, 2, 20, 1)
+	for i := range 300 {
+		orig.Add(fmt.Appendf(nil, "f-%d", i))
+	}
+	write := func(c *RBCuckoo, tag string) {
+		for i := range 150 {
+			c.Delete(fmt.Appendf(nil, "f-%d", i))
+		}
+		c.Compact()
+		for i := range 200 {
+			c.Add(fmt.Appendf(nil, "%s-%d", tag, i))
+		}
+		if err := c.LoadChunk(20, bytes.Repeat([]byte{0xAB}, 16)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := ctEncode(t, orig)
+	fork := orig.Fork()
+	write(fork, "fork")
+	if !bytes.Equal(ctEncode(t, orig), before) {
+		t.Fatal("writes to a fork changed the original")
+	}
+	forked := ctEncode(t, fork)
+	write(orig, "orig")
+	if !bytes.Equal(ctEncode(t, fork), forked) {
+		t.Fatal("writes to the original changed the fork")
+	}
+	clone := fork.Clone()
+	write(fork, "again")
+	write(clone, "again")
+	if !bytes.Equal(ctEncode(t, fork), ctEncode(t, clone)) {
+		t.Fatal("a fork written to differs from a clone given the same writes")
+	}
+}

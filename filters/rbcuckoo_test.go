@@ -329,3 +329,145 @@ func TestRBCuckooCountsCopies(t *testing.T) {
 		t.Errorf("the filter holds %d copies, want 3", got)
 	}
 }
+
+// TestRBCuckooDumpCursors pins CF.SCANDUMP's cursor rules (RedisBloom answers
+// the same: TestRBCuckooRedisBloom compares every cursor).
+func TestRBCuckooDumpCursors(t *testing.T) {
+	c := rbcGrownTB(t)
+	subs := rbcBytes(c)
+	for _, v := range []struct {
+		pos, next int64
+		want      []byte
+	}{
+		{-1, 0, nil},
+		{1, 65, subs[0]},
+		{2, 66, subs[0]},       // inside a small sub-filter: all of it, from its start
+		{64, 128, subs[0]},     // its last byte: the same
+		{65, 193, subs[1]},     // the next one
+		{100, 228, subs[1]},    // and the quirk again
+		{193, 449, subs[2]},    // the last one
+		{448, 704, subs[2]},    // its last byte
+		{449, 0, nil},          // past the end
+		{1 << 62, 0, nil},      // far past it
+		{0, 1, c.DumpHeader()}, // the header
+	} {
+		next, chunk := c.DumpChunk(v.pos)
+		if next != v.next || !bytes.Equal(chunk, v.want) || (chunk == nil) != (v.want == nil) {
+			t.Errorf("DumpChunk(%d) = %d, %d bytes; want %d, %d bytes", v.pos, next, len(chunk), v.next, len(v.want))
+		}
+	}
+	// A filter with no items answers (0, nil) at every cursor, header included.
+	empty := mustNewRBCuckoo(t, 64, 2, 20, 2)
+	for _, pos := range []int64{0, 1, 2, 1000} {
+		if next, chunk := empty.DumpChunk(pos); next != 0 || chunk != nil {
+			t.Errorf("empty filter: DumpChunk(%d) = %d, %x", pos, next, chunk)
+		}
+	}
+}
+
+// TestRBCuckooLoadChunkRules pins CF.LOADCHUNK's placement rules, quirks
+// included, on a loaded filter of three sub-filters of 64, 128 and 256 bytes.
+func TestRBCuckooLoadChunkRules(t *testing.T) {
+	src := rbcGrownTB(t)
+	fill := func(n int, b byte) []byte { return bytes.Repeat([]byte{b}, n) }
+	for _, v := range []struct {
+		name string
+		pos  int64
+		data []byte
+		ok   bool
+		sub  int // where it lands
+		at   uint64
+	}{
+		{"a whole sub-filter", 65, fill(64, 1), true, 0, 0},
+		{"a piece inside one", 11, fill(5, 2), true, 0, 5},
+		{"the second sub-filter", 193, fill(128, 3), true, 1, 0},
+		{"the end of the last", 449, fill(6, 4), true, 2, 250},
+		{"across two sub-filters", 70, fill(10, 5), false, 0, 0},
+		{"past the last one's end", 450, fill(6, 6), false, 0, 0},
+		{"past the end, wrapped into the last", 448 + 1 + 30 + 4, fill(4, 7), true, 2, 30},
+		{"far past the end", 1 << 40, fill(4, 8), false, 0, 0},
+		{"empty data", 10, nil, false, 0, 0},
+		{"pos 0", 0, fill(1, 9), false, 0, 0},
+		{"negative pos", -5, fill(1, 9), false, 0, 0},
+		{"pos before the data's start", 3, fill(3, 9), false, 0, 0},
+		{"pos 1 (the header's)", 1, fill(1, 9), false, 0, 0},
+	} {
+		c, err := NewRBCuckooFromHeader(src.DumpHeader())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.LoadChunk(v.pos, v.data)
+		if (err == nil) != v.ok || err != nil && !errors.Is(err, ErrRBCuckooChunk) {
+			t.Errorf("%s: LoadChunk(%d, %d bytes) = %v", v.name, v.pos, len(v.data), err)
+			continue
+		}
+		want := make([][]byte, 3)
+		for i := range want {
+			want[i] = make([]byte, 64<<i)
+		}
+		if v.ok {
+			copy(want[v.sub][v.at:], v.data)
+		}
+		if got := rbcBytes(c); !bytes.Equal(bytes.Join(got, nil), bytes.Join(want, nil)) {
+			t.Errorf("%s: the filter holds the wrong bytes", v.name)
+		}
+		if c.Items() != src.Items() || c.Deleted() != src.Deleted() {
+			t.Errorf("%s: a chunk changed the counters", v.name)
+		}
+	}
+}
+
+// TestRBCuckooHeaders checks the header bounds, RedisBloom's and ours.
+func TestRBCuckooHeaders(t *testing.T) {
+	header := func(items, nb, deletes, filters uint64, bs, iter, exp uint16) []byte {
+		h := binary.LittleEndian.AppendUint64(nil, items)
+		h = binary.LittleEndian.AppendUint64(h, nb)
+		h = binary.LittleEndian.AppendUint64(h, deletes)
+		h = binary.LittleEndian.AppendUint64(h, filters)
+		h = binary.LittleEndian.AppendUint16(h, bs)
+		h = binary.LittleEndian.AppendUint16(h, iter)
+		return binary.LittleEndian.AppendUint16(h, exp)
+	}
+	for _, v := range []struct {
+		name string
+		h    []byte
+		want error
+	}{
+		{"defaults", header(0, 512, 0, 1, 2, 20, 1), nil},
+		{"extremes", header(255*7, 1, ^uint64(0), 3, 255, 65535, 2), nil},
+		{"items fill every slot", header(128, 64, 0, 1, 2, 20, 0), nil},
+		{"64 sub-filters", header(0, 1, 0, RBCuckooMaxFilters, 1, 1, 1), nil},
+		{"37 bytes", header(0, 512, 0, 1, 2, 20, 1)[:37], ErrRBCuckooHeader},
+		{"39 bytes", append(header(0, 512, 0, 1, 2, 20, 1), 0), ErrRBCuckooHeader},
+		{"no bytes", nil, ErrRBCuckooHeader},
+		{"bucket size 0", header(0, 512, 0, 1, 0, 20, 1), ErrRBCuckooCreate},
+		{"bucket size 256", header(0, 512, 0, 1, 256, 20, 1), ErrRBCuckooCreate},
+		{"max iterations 0", header(0, 512, 0, 1, 2, 0, 1), ErrRBCuckooCreate},
+		{"expansion 32769", header(0, 512, 0, 1, 2, 20, 32769), ErrRBCuckooCreate},
+		{"expansion 3", header(0, 512, 0, 1, 2, 20, 3), ErrRBCuckooCreate},
+		{"no sub-filters", header(0, 512, 0, 0, 2, 20, 1), ErrRBCuckooCreate},
+		{"65 sub-filters", header(0, 1, 0, RBCuckooMaxFilters+1, 1, 1, 1), ErrRBCuckooCreate},
+		{"2^16+1 sub-filters", header(0, 1, 0, 1<<16+1, 1, 1, 1), ErrRBCuckooCreate},
+		{"growth with expansion 0", header(0, 512, 0, 2, 2, 20, 0), ErrRBCuckooCreate},
+		{"0 buckets", header(0, 0, 0, 1, 2, 20, 1), ErrRBCuckooCreate},
+		{"48 buckets", header(0, 48, 0, 1, 2, 20, 1), ErrRBCuckooCreate},
+		{"2^56 buckets", header(0, 1<<56, 0, 1, 1, 20, 1), ErrRBCuckooCreate},
+		{"96 GiB", header(0, 1<<35, 0, 1, 3, 20, 1), ErrRBCuckooCreate},
+		{"grows past 64 GiB", header(0, 1<<20, 0, 3, 4, 20, 32768), ErrRBCuckooCreate},
+		{"shift past 64 bits", header(0, 1, 0, 6, 1, 20, 32768), ErrRBCuckooCreate},
+		{"more items than slots", header(129, 64, 0, 1, 2, 20, 0), ErrRBCuckooCreate},
+	} {
+		mb, perr := ParseRBCuckooHeader(v.h)
+		c, err := NewRBCuckooFromHeader(v.h)
+		if !errors.Is(err, v.want) || (err == nil) != (v.want == nil) || !errors.Is(perr, v.want) || (perr == nil) != (err == nil) {
+			t.Errorf("%s: NewRBCuckooFromHeader = %v, ParseRBCuckooHeader = %v; want %v", v.name, err, perr, v.want)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if mb != c.MemoryBytes() || !bytes.Equal(c.DumpHeader(), v.h) && c.Items() > 0 {
+			t.Errorf("%s: ParseRBCuckooHeader says %d bytes, the filter takes %d; header %x", v.name, mb, c.MemoryBytes(), c.DumpHeader())
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // RedisBloom's CF.SCANDUMP and CF.LOADCHUNK, byte for byte.
@@ -126,6 +127,9 @@ func parseRBCHeader(data []byte) (rbcHeader, rbcShape, error) {
 	if slots := s.slots(); h.items > slots {
 		return h, s, fmt.Errorf("%w: %d items in %d slots", ErrRBCuckooCreate, h.items, slots)
 	}
+	if h.deletes > math.MaxInt64 {
+		return h, s, fmt.Errorf("%w: %d deletes", ErrRBCuckooCreate, h.deletes)
+	}
 	return h, s, nil
 }
 
@@ -203,9 +207,11 @@ func ParseRBCuckooHeader(data []byte) (memoryBytes uint64, err error) {
 // chunks never came, can take adds into slots its items already count, and
 // then dumps such a header.)
 //
-// The deletes counter is taken as it is: it counts deletes since the last
-// compaction, which in a filter of one sub-filter nothing triggers, so no
-// bound holds of it; it only grows, and stops at the largest uint64.
+// The deletes counter counts deletes since the last compaction, which in a
+// filter of one sub-filter nothing triggers, so no bound ties it to the slots;
+// it must be below 2^63 (RedisBloom replies with it as a signed integer, and
+// no filter sees that many deletes), and from there it only grows, stopping
+// at the largest uint64.
 func NewRBCuckooFromHeader(data []byte) (*RBCuckoo, error) {
 	h, s, err := parseRBCHeader(data)
 	if err != nil {

@@ -24,7 +24,7 @@ func rbcSeedHeaders(t testing.TB) [][]byte {
 		off int
 		v   uint64
 		n   int
-	}{{0, ^uint64(0), 8}, {8, 1 << 56, 8}, {16, ^uint64(0), 8}, {24, 65, 8}, {24, 1<<16 + 1, 8}, {32, 0, 2}, {34, 0, 2}, {36, 3, 2}} {
+	}{{0, ^uint64(0), 8}, {8, 1 << 56, 8}, {16, 1<<63 - 1, 8}, {24, 65, 8}, {24, 1<<16 + 1, 8}, {32, 0, 2}, {34, 0, 2}, {36, 3, 2}} {
 		b := bytes.Clone(h)
 		if mut.n == 8 {
 			binary.LittleEndian.PutUint64(b[mut.off:], mut.v)

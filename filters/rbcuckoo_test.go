@@ -434,7 +434,8 @@ func TestRBCuckooHeaders(t *testing.T) {
 		want error
 	}{
 		{"defaults", header(0, 512, 0, 1, 2, 20, 1), nil},
-		{"extremes", header(255*7, 1, ^uint64(0), 3, 255, 65535, 2), nil},
+		{"extremes", header(255*7, 1, 1<<63-1, 3, 255, 65535, 2), nil},
+		{"2^63 deletes", header(0, 512, 1<<63, 1, 2, 20, 1), ErrRBCuckooCreate},
 		{"items fill every slot", header(128, 64, 0, 1, 2, 20, 0), nil},
 		{"64 sub-filters", header(0, 1, 0, RBCuckooMaxFilters, 1, 1, 1), nil},
 		{"37 bytes", header(0, 512, 0, 1, 2, 20, 1)[:37], ErrRBCuckooHeader},

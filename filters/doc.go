@@ -105,6 +105,13 @@
 // other item looks. Deleting an item that was never added is not safe in any
 // cuckoo filter.
 //
+// RBCuckoo is RedisBloom's own cuckoo filter, byte for byte, so that its
+// CF.SCANDUMP dumps load here and answer as they did there: MurmurHash64A, a
+// one-byte fingerprint h%255+1, power-of-two bucket counts, alternate index
+// i ^ fp*0x5bd1e995, RedisBloom's eviction order and rollback, and deletes
+// that compact the filter once they pass a tenth of its items (DESIGN.md,
+// "RedisBloom's cuckoo filter").
+//
 // # Encoding
 //
 // Every kind encodes to the same container: a checksummed, versioned header carrying

@@ -130,6 +130,21 @@ func ktRBChain(capacity uint64, p float64, expansion uint32, nonScaling bool, it
 	}
 }
 
+func ktRBCuckoo(capacity uint64, bs, maxIter, exp uint16, items int) ktCase {
+	return ktCase{
+		name: fmt.Sprintf("rbcuckoo/%d/b%d/i%d/x%d", capacity, bs, maxIter, exp), kind: KindRBCuckoo, items: items,
+		build: func() (Filter, error) { return NewRBCuckoo(capacity, bs, maxIter, exp) },
+		size:  func() (uint64, error) { return RBCuckooBytes(capacity, bs, maxIter, exp) },
+		add:   func(f Filter, item []byte) error { return f.(*RBCuckoo).Add(item) },
+		test:  func(f Filter, item []byte) bool { return f.(*RBCuckoo).Test(item) },
+		clone: func(f Filter) Filter { return f.(*RBCuckoo).Clone() },
+		describe: func(f Filter) string {
+			c := f.(*RBCuckoo)
+			return fmt.Sprint(c.Debug(), c.Buckets(), c.NextGrowthBytes(), c.RedisBloomSize(), c.DumpHeader())
+		},
+	}
+}
+
 // ktCases lists every kind; the first row of each kind is small, and serves as a
 // fuzz seed too.
 func ktCases() []ktCase {
@@ -155,6 +170,11 @@ func ktCases() []ktCase {
 		ktRBChain(8, 0.1, 2, false, 60),
 		ktRBChain(1000, 0.01, 1, false, 3500),
 		ktRBChain(500, 0.001, 4, true, 600),
+		ktRBCuckoo(100, 2, 20, 1, 80),
+		ktRBCuckoo(1000, 4, 50, 2, 3000),
+		ktRBCuckoo(256, 1, 20, 0, 400),
+		ktRBCuckoo(510, 255, 10, 4, 1000),
+		ktRBCuckoo(4, 2, 2, 1, 400), // grows to RBCuckooMaxFilters, then is full
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 
 // The cuckoo family puts Rookery's Cuckoo beside panmari/cuckoofilter v1.0.6 and
 // linvon/cuckoo-filter v0.4.0, all with 4-slot buckets of 16-bit fingerprints,
-// plus Rookery's default shape (RedisBloom's: 2 slots of 8 bits, 20 evictions).
+// plus Rookery's default shape (RedisBloom's: 2 slots of 8 bits, 20 evictions)
+// and RedisBloom's own layout of it, RBCuckoo.
 //
 // Each library sizes its own table for n: panmari and linvon round the bucket
 // count up to a power of two (doubling it when the load would pass 96%), Rookery
@@ -76,7 +77,34 @@ func runCuckoo(cfg Config, keys *Keys) []Result {
 			r.BitsPerItem/ref.BitsPerItem, r.EncodeMs/ref.EncodeMs)
 		rows = append(rows, r)
 	}
-	return rows
+	// RedisBloom's own layout (RBCuckoo), with the default shape's slots asked
+	// for: it rounds the bucket count up to a power of two, so it has between
+	// one and two times as many.
+	def := rows[len(rows)-1]
+	rb := measureCuckoo("rookery RBCuckoo (RedisBloom's layout) b=2 f=8 iter=20",
+		func(int) cuckooUnderTest { return newRookeryRBCuckoo(uint64(float64(cfg.N)/0.5)+1, 2, 20) }, cfg, keys)
+	rb.Note += fmt.Sprintf("; vs rookery Cuckoo defaults: add %.2fx, present %.2fx, absent %.2fx, delete %.2fx, bits %.2fx",
+		rb.Add/def.Add, rb.TestPresent/def.TestPresent, rb.TestAbsent/def.TestAbsent, rb.Delete/def.Delete, rb.BitsPerItem/def.BitsPerItem)
+	return append(rows, rb)
+}
+
+// newRookeryRBCuckoo is RedisBloom's cuckoo filter as CF.RESERVE capacity
+// BUCKETSIZE bs MAXITERATIONS iter EXPANSION 0 makes it: one sub-filter, so
+// that the load at the first failed insert is its own.
+func newRookeryRBCuckoo(capacity uint64, bs, iter uint16) cuckooUnderTest {
+	c, err := filters.NewRBCuckoo(capacity, bs, iter, 0)
+	if err != nil {
+		panic(err)
+	}
+	return cuckooUnderTest{
+		add:    func(item []byte) bool { return c.Add(item) == nil },
+		test:   c.Test,
+		delete: c.Delete,
+		bits:   func() float64 { return float64(8 * c.MemoryBytes()) },
+		slots:  func() float64 { return float64(c.Buckets()) * float64(bs) },
+		encode: func(w io.Writer) error { _, err := c.WriteTo(w); return err },
+		note:   fmt.Sprintf("capacity %d, %d buckets", capacity, c.Buckets()),
+	}
 }
 
 func newPanmari(n int) cuckooUnderTest {

@@ -221,6 +221,9 @@ type Info struct {
 	CounterBits  uint64  // CBF
 	EstimatedFPP float64 // from the fill, where the kind can tell; else the target
 	Links        []Link  // BF: each Bloom filter of the chain, oldest first (BF.DEBUG)
+	// Debug is the kind's own BF.DEBUG or CF.DEBUG reply, line by line, where
+	// the kind has one (RedisBloom's layouts); transport formats the others.
+	Debug []string
 }
 
 // Link is one Bloom filter of a BF key, as BF.DEBUG shows it.

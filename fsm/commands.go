@@ -242,7 +242,7 @@ func (f *FSM) applyCompact(c *Command) *Result {
 	if filters.Loading(e.f) {
 		return &Result{Err: ErrBadData}
 	}
-	f.mutate(e, func(flt filters.Filter) { flt.(*filters.Cuckoo).Compact() })
+	f.mutate(e, func(flt filters.Filter) { flt.(interface{ Compact() }).Compact() })
 	return &Result{}
 }
 
@@ -261,12 +261,9 @@ func (f *FSM) applyLoadChunk(c *Command) *Result {
 		if err := f.vacant(c.Key, c.Family); err != nil {
 			return &Result{Err: err}
 		}
-		if c.Family == FamilyCF && !filters.IsDumpHeader(c.Data) && len(c.Data) != rbCuckooHeaderLen {
-			return &Result{Err: ErrBadHeader}
-		}
-		flt, err := filters.LoadHeader(c.Data)
-		if err != nil || !dumpKind(c.Family, flt.Kind()) {
-			return &Result{Err: ErrBadData}
+		flt, err := loadHeader(c.Family, c.Data)
+		if err != nil {
+			return &Result{Err: err}
 		}
 		f.install(c.Key, flt)
 		return &Result{}
@@ -276,6 +273,12 @@ func (f *FSM) applyLoadChunk(c *Command) *Result {
 		return &Result{Err: err}
 	}
 	r := &Result{}
+	if _, ok := e.f.(rbDumper); ok {
+		// RedisBloom's layouts take chunks at any time, as RedisBloom does:
+		// nothing ties their bits to their counters.
+		f.mutate(e, func(flt filters.Filter) { r.Err = rbChunkErr(flt.(rbDumper).LoadChunk(c.Iter, c.Data)) })
+		return r
+	}
 	f.mutate(e, func(flt filters.Filter) {
 		switch err := filters.LoadChunk(flt, c.Iter, c.Data); {
 		case err == nil:
@@ -292,9 +295,47 @@ func (f *FSM) applyLoadChunk(c *Command) *Result {
 	return r
 }
 
-// rbCuckooHeaderLen is the length of RedisBloom's cuckoo dump header: a cuckoo
-// header chunk of another length is not a header at all ("Invalid header").
-const rbCuckooHeaderLen = 38
+// loadHeader builds the filter the first chunk of a dump describes: one of our
+// own dumps (it begins with our magic), or else one of RedisBloom's, which
+// makes a filter of RedisBloom's layout. A cuckoo header of the wrong length
+// is no header at all (ErrBadHeader); any other refusal is ErrBadData.
+func loadHeader(fam Family, data []byte) (filters.Filter, error) {
+	if filters.IsDumpHeader(data) {
+		flt, err := filters.LoadHeader(data)
+		if err != nil || !dumpKind(fam, flt.Kind()) {
+			return nil, ErrBadData
+		}
+		return flt, nil
+	}
+	if fam == FamilyCF {
+		if len(data) != filters.RBCuckooHeaderBytes {
+			return nil, ErrBadHeader
+		}
+		flt, err := filters.NewRBCuckooFromHeader(data)
+		if err != nil {
+			return nil, ErrBadData
+		}
+		return flt, nil
+	}
+	flt, err := filters.NewRBChainFromHeader(data)
+	if err != nil {
+		return nil, ErrBadData
+	}
+	return flt, nil
+}
+
+// rbChunkErr is the outcome of a chunk loaded into a RedisBloom layout.
+func rbChunkErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, filters.ErrRBNoLink):
+		return ErrChunkOutside
+	case errors.Is(err, filters.ErrRBTooBig):
+		return ErrChunkTooBig
+	}
+	return ErrBadData
+}
 
 // dumpKind reports whether a LOADCHUNK of family fam may create a filter of kind
 // k: only a kind that the family's commands create, and so whose dump SCANDUMP

@@ -89,6 +89,11 @@ func (f *FSM) ScanDump(fam Family, key string, iter int64) (int64, []byte, error
 	var data []byte
 	var derr error
 	err := f.read(fam, key, func(flt filters.Filter) {
+		if d, ok := flt.(rbDumper); ok {
+			// RedisBloom's layouts dump in RedisBloom's own format.
+			next, data = d.DumpChunk(iter)
+			return
+		}
 		next, data, derr = filters.DumpChunk(flt, iter)
 	})
 	if err != nil {
@@ -99,6 +104,18 @@ func (f *FSM) ScanDump(fam Family, key string, iter int64) (int64, []byte, error
 	}
 	return next, data, nil
 }
+
+// rbDumper is a filter of one of RedisBloom's layouts: SCANDUMP and LOADCHUNK
+// speak RedisBloom's own dump format for it, cursors and all.
+type rbDumper interface {
+	DumpChunk(iter int64) (next int64, chunk []byte)
+	LoadChunk(iter int64, data []byte) error
+}
+
+var (
+	_ rbDumper = (*filters.RBChain)(nil)
+	_ rbDumper = (*filters.RBCuckoo)(nil)
+)
 
 // KindOf reports the kind of key's filter and whether it exists.
 func (f *FSM) KindOf(key string) (filters.Kind, bool) {
@@ -180,11 +197,26 @@ func (f *FSM) NeedBytes(c *Command) uint64 {
 		if c.Iter != 1 {
 			return 0
 		}
-		h, err := filters.ParseDumpHeader(c.Data)
-		if err != nil {
-			return 0
+		switch {
+		case filters.IsDumpHeader(c.Data):
+			h, err := filters.ParseDumpHeader(c.Data)
+			if err != nil {
+				return 0
+			}
+			return h.PayloadBytes
+		case c.Family == FamilyBF:
+			n, err := filters.ParseRBChainHeader(c.Data)
+			if err != nil {
+				return 0
+			}
+			return n
+		case c.Family == FamilyCF:
+			n, err := filters.ParseRBCuckooHeader(c.Data)
+			if err != nil {
+				return 0
+			}
+			return n
 		}
-		return h.PayloadBytes
 	}
 	return 0
 }

@@ -145,7 +145,32 @@ func (s *Server) parse(c *session, args [][]byte) (op, error) {
 	if o.name == "" {
 		o.name = name
 	}
+	if err == nil && o.cmd != nil && s.cfg.FilterLayout == LayoutRedisBloom {
+		o.cmd.Spec = redisBloomLayout(o.cmd.Spec)
+	}
 	return o, err
+}
+
+// Filter layouts (Config.FilterLayout): which layout BF.* and CF.* create.
+const (
+	// LayoutRookery is ours: murmur3, a blocked Bloom filter, cuckoo bucket
+	// counts of any size (filters/doc.go). The default.
+	LayoutRookery = "rookery"
+	// LayoutRedisBloom is RedisBloom's own, bit for bit, so BF.INFO, CF.INFO,
+	// BF.DEBUG, CF.DEBUG and dumps match a RedisBloom's byte for byte.
+	LayoutRedisBloom = "redisbloom"
+)
+
+// redisBloomLayout is the Spec of RedisBloom's layout for what spec describes
+// in ours. Counting filters, which RedisBloom lacks, stay as they are.
+func redisBloomLayout(spec fsm.Spec) fsm.Spec {
+	switch spec.Kind {
+	case filters.KindScalable:
+		spec.Kind = filters.KindRBChain
+	case filters.KindCuckoo:
+		spec.Kind, spec.FingerprintBits = filters.KindRBCuckoo, 0
+	}
+	return spec
 }
 
 func arityOK(arity, n int) bool {

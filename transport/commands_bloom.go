@@ -386,6 +386,13 @@ func parseBFDebug(s *Server, args [][]byte) (op, error) {
 			w.fail(err)
 			return
 		}
+		if in.Debug != nil {
+			w.array(len(in.Debug))
+			for _, l := range in.Debug {
+				w.bulkString(l)
+			}
+			return
+		}
 		w.array(1 + len(in.Links))
 		w.bulkString(fmt.Sprintf("size:%d", in.Items))
 		for _, l := range in.Links {

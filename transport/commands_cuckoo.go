@@ -272,6 +272,10 @@ func parseCFDebug(s *Server, args [][]byte) (op, error) {
 			w.fail(err)
 			return
 		}
+		if len(in.Debug) == 1 {
+			w.bulkString(in.Debug[0])
+			return
+		}
 		w.bulkString(fmt.Sprintf("bktsize:%d buckets:%d items:%d deletes:%d filters:%d max_iterations:%d expansion:%d",
 			in.BucketSize, in.Buckets, in.Items, in.Deleted, in.Filters, in.MaxIter, in.Expansion))
 	}), nil

@@ -67,6 +67,10 @@ type Config struct {
 	RequestTimeout time.Duration
 	// IdleTimeout closes a connection that sent nothing for this long (0: never).
 	IdleTimeout time.Duration
+	// FilterLayout is the layout BF.* and CF.* create filters in: LayoutRookery
+	// (ours, the default when empty) or LayoutRedisBloom. A LOADCHUNK makes the
+	// layout of the dump it loads, whatever this says.
+	FilterLayout string
 	// Version is reported by HELLO and INFO.
 	Version string
 	// Registry receives the transport's metrics; the cluster may register its own

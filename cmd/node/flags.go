@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rookerydb/rookery/internal/mutant"
+	"github.com/rookerydb/rookery/transport"
 )
 
 // options is every flag of the rookery binary. Each flag can also come from the
@@ -59,6 +60,7 @@ type options struct {
 	idleTimeout      seconds
 	pprof            bool
 	reads            string
+	filterLayout     string
 	faults           bool
 	mutant           string
 	maxLogFormat     uint
@@ -121,6 +123,7 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.insecure, "insecure", false, "allow plain-text Raft, gossip, RESP and HTTP on addresses other than loopback (a trusted network only)")
 	fs.BoolVar(&o.metricsPublic, "metrics-public", false, "serve /metrics without credentials")
 	fs.StringVar(&o.reads, "read-consistency", "linearizable", "how new RESP connections read until they send READONLY or READWRITE: linearizable or stale")
+	fs.StringVar(&o.filterLayout, "filter-layout", transport.LayoutRookery, "the layout BF.* and CF.* create filters in: rookery (ours: faster, leaner) or redisbloom (RedisBloom's own, bit for bit: INFO, DEBUG and dumps match RedisBloom's); set it alike on every node")
 	fs.UintVar(&o.maxLogFormat, "max-log-format", 0, "for upgrade tests only: hold this node at log format N, as a build that reads no later one would (0: this build's)")
 	fs.BoolVar(&o.faults, "fault-injection", false, "for fault-injection tests only: serve POST /debug/faults/cut?peer=RAFTADDR and /debug/faults/heal, which break and restore this node's Raft links (needs an explicit --raft-addr or --raft-advertise)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
@@ -215,6 +218,9 @@ func (o *options) check() error {
 	}
 	if o.reads != "linearizable" && o.reads != "stale" {
 		return fmt.Errorf("--read-consistency must be linearizable or stale, got %q", o.reads)
+	}
+	if o.filterLayout != transport.LayoutRookery && o.filterLayout != transport.LayoutRedisBloom {
+		return fmt.Errorf("--filter-layout must be %s or %s, got %q", transport.LayoutRookery, transport.LayoutRedisBloom, o.filterLayout)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ var flagGroups = []struct {
 	{"Addresses", []string{"resp-addr", "resp-advertise", "http-addr", "http-advertise",
 		"raft-addr", "raft-advertise", "gossip-addr", "gossip-advertise"}},
 	{"Cluster", []string{"bootstrap-expect", "join", "dead-server-timeout", "leave-on-terminate", "read-consistency"}},
+	{"Filters", []string{"filter-layout"}},
 	{"Limits", []string{"max-memory", "max-item-size", "max-items", "max-capacity", "max-clients",
 		"max-request-size", "max-request-buffer", "auth-timeout", "timeout"}},
 	{"Security", []string{"requirepass", "gossip-key", "tls-ca", "tls-cert", "tls-key", "resp-tls", "http-tls",
@@ -44,6 +45,7 @@ var commandSummaries = []struct{ name, summary string }{
 	{"raft", "list-peers, remove-peer ID, transfer-leader [ID]"},
 	{"wait", "wait until a node is ready"},
 	{"snapshot", "save, restore or inspect a backup of the cluster"},
+	{"migrate", "copy every filter of a Redis with RedisBloom (or another cluster) into this one"},
 	{"recover", "recover a node whose log is damaged, or a cluster that lost its quorum"},
 	{"tls", "make the cluster's CA and certificates"},
 	{"probe", "exit 0 if a URL answers 200 (a container health check)"},
@@ -68,7 +70,7 @@ func init() {
 var flagArg = map[string]string{
 	"max-memory": "size", "max-item-size": "size", "max-request-size": "size", "max-request-buffer": "size",
 	"auth-timeout": "duration", "timeout": "duration", "data-dir": "path", "tls-ca": "file", "tls-cert": "file",
-	"tls-key": "file", "join": "host:port,...", "log-level": "level", "read-consistency": "level",
+	"tls-key": "file", "join": "host:port,...", "log-level": "level", "read-consistency": "level", "filter-layout": "layout",
 }
 
 // envName is the environment variable of flag name.

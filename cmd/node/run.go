@@ -246,6 +246,7 @@ func (o *options) transportConfig() (transport.Config, error) {
 		reads = cluster.ReadStale
 	}
 	return transport.Config{
+		FilterLayout:       o.filterLayout,
 		DefaultReadLevel:   reads,
 		MaxItemBytes:       int(itemSize),
 		MaxItemsPerCommand: o.maxItems,

@@ -100,7 +100,7 @@ type Client struct {
 // node holds the connections to one server: one pool reading linearizably,
 // one whose connections said READONLY.
 type node struct {
-	addr      string
+	addr       string
 	lin, stale *pool
 	// downUntil (Unix ns) keeps a node that just failed out of the way of
 	// later calls for a moment.

@@ -45,7 +45,11 @@ func (r *request) fail(stop error) {
 	if r.maybe {
 		class = ErrIndeterminate
 	}
-	r.done, r.err = true, &callError{class: class, cmd: r.name(), cause: r.cause, stop: stop}
+	cause := r.cause
+	if _, all := stop.(nodeErrors); all && !r.maybe {
+		cause = nil // the list of unreachable nodes says it all
+	}
+	r.done, r.err = true, &callError{class: class, cmd: r.name(), cause: cause, stop: stop}
 }
 
 // route is where a call's requests go.

@@ -167,7 +167,10 @@ type dropProxy struct {
 	upstream string
 	armed    atomic.Bool
 	dropped  atomic.Int32
-	wg       sync.WaitGroup
+	// blackhole, while set, swallows every reply and keeps the connections
+	// open, as a network that stopped delivering would.
+	blackhole atomic.Bool
+	wg        sync.WaitGroup
 }
 
 func startProxy(t *testing.T, upstream string, ln net.Listener) *dropProxy {
@@ -202,6 +205,9 @@ func (p *dropProxy) serve(c net.Conn) {
 			if p.armed.CompareAndSwap(true, false) {
 				p.dropped.Add(1)
 				return // the reply is lost with the connection
+			}
+			if p.blackhole.Load() {
+				continue
 			}
 			if _, werr := c.Write(buf[:n]); werr != nil {
 				return

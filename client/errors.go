@@ -84,11 +84,13 @@ type callError struct {
 
 func (e *callError) Error() string {
 	s := e.class.Error() + ": " + e.cmd
-	if e.cause != nil {
+	switch {
+	case e.cause == nil && e.stop != nil:
+		s += ": " + e.stop.Error()
+	case e.cause != nil && e.stop != nil:
+		s += ": " + e.cause.Error() + " (gave up: " + e.stop.Error() + ")"
+	case e.cause != nil:
 		s += ": " + e.cause.Error()
-	}
-	if e.stop != nil && e.stop != e.cause {
-		s += " (gave up: " + e.stop.Error() + ")"
 	}
 	return s
 }

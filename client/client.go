@@ -230,15 +230,23 @@ func (c *Client) refresh(ctx context.Context) error {
 		outs := make([]outcome, 1)
 		n.lin.exchange(ctx, []*request{r}, outs)
 		o := outs[0]
-		if o.err == nil && (o.rep.kind != '$' || o.rep.isError()) {
-			o.err = fmt.Errorf("CLUSTER NODES answered %q", o.rep.str)
+		auth := false
+		switch {
+		case o.err != nil:
+			var de *dialError
+			auth = errors.As(o.err, &de) && de.auth
+		case o.rep.isError():
+			o.err = serverErr(o.rep.str)
+			auth = errors.Is(o.err, ErrAuth)
+		case o.rep.kind != '$':
+			o.err = fmt.Errorf("CLUSTER NODES answered %s", unexpected(o.rep))
 		}
 		if o.err != nil {
-			errs = append(errs, &NodeError{Addr: a, Err: o.err})
-			var de *dialError
-			if errors.As(o.err, &de) && de.auth {
-				return fmt.Errorf("%w", errs[len(errs)-1])
+			ne := &NodeError{Addr: a, Err: o.err}
+			if auth {
+				return ne // the other nodes have the same password
 			}
+			errs = append(errs, ne)
 			continue
 		}
 		c.learn(o.rep.str)

@@ -336,34 +336,3 @@ func TestFailover(t *testing.T) {
 	t.Logf("%d writes acknowledged across the failover, each stored once", len(acked))
 }
 
-// TestClientTLS: against a cluster with TLS everywhere and a password, the
-// client with the CA and the password reads and writes on every node; without
-// TLS it reaches nothing.
-func TestClientTLS(t *testing.T) {
-	dir := t.TempDir()
-	if err := nodeproc.MakeCerts(binary, dir+"/certs", "n1", "n2", "n3"); err != nil {
-		t.Fatal(err)
-	}
-	sec := nodeproc.Security{CertDir: dir + "/certs", GossipKey: "MDEyMzQ1Njc4OWFiY2RlZg==", Password: "pw", RESPTLS: true, HTTPTLS: true}
-	cl, err := nodeproc.StartSecureCluster(binary, dir+"/data", 3, sec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	c, err := client.New(bg, client.Options{Addrs: cl.RESPAddrs()[:1], Password: "pw", TLS: sec.ClientTLS()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.CFAdd(bg, "coupons", "C-1"); err != nil {
-		t.Fatalf("CF.ADD over TLS: %v", err)
-	}
-	for i := 0; i < 6; i++ { // reads rotate over every node it learned of
-		if !got(c.CFExists(bg, "coupons", "C-1")).must(t) {
-			t.Fatal("CF.EXISTS over TLS")
-		}
-	}
-	if _, err := client.New(bg, client.Options{Addrs: cl.RESPAddrs(), Password: "pw", DialTimeout: time.Second, Retries: 1}); err == nil {
-		t.Fatal("a plain-text client reached TLS nodes")
-	}
-}

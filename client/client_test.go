@@ -335,4 +335,3 @@ func TestFailover(t *testing.T) {
 	}
 	t.Logf("%d writes acknowledged across the failover, each stored once", len(acked))
 }
-

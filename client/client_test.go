@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,7 +25,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	os.Exit(nodeproc.RunTests(m, false, &binary))
+	os.Exit(nodeproc.RunTests(withExampleNodes{m}, false, &binary))
 }
 
 var bg = context.Background()
@@ -319,10 +320,7 @@ func TestFailover(t *testing.T) {
 		// Straight to this node, not through the client's rotation.
 		r := redis.NewClient(&redis.Options{Addr: m.RESP, MaxRetries: -1})
 		defer r.Close()
-		info, err := r.CFInfo(bg, "coupons").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		info := cfInfo(t, r, "coupons")
 		if info.NumItemsInserted != int64(len(acked)) {
 			t.Fatalf("%s holds %d items, %d were acknowledged: a write landed twice or was lost",
 				m.ID, info.NumItemsInserted, len(acked))
@@ -334,4 +332,22 @@ func TestFailover(t *testing.T) {
 		}
 	}
 	t.Logf("%d writes acknowledged across the failover, each stored once", len(acked))
+}
+
+// cfInfo asks one node for CF.INFO linearizably, waiting out elections (on a
+// loaded machine the two survivors of a three-node cluster may take a while to
+// settle on a leader).
+func cfInfo(t *testing.T, r *redis.Client, key string) redis.CFInfo {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err := r.CFInfo(bg, key).Result()
+		if err == nil {
+			return info
+		}
+		if time.Now().After(deadline) || !(strings.HasPrefix(err.Error(), "CLUSTERDOWN") || strings.HasPrefix(err.Error(), "TRYAGAIN")) {
+			t.Fatalf("CF.INFO %s on %s: %v", key, r.Options().Addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -180,10 +180,7 @@ func TestPipelineFailover(t *testing.T) {
 		}
 		r := redis.NewClient(&redis.Options{Addr: m.RESP, MaxRetries: -1})
 		defer r.Close()
-		info, err := r.CFInfo(bg, "coupons").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		info := cfInfo(t, r, "coupons")
 		if n := info.NumItemsInserted; n < int64(len(acked)) || n > int64(len(acked))+unknown.Load() {
 			t.Fatalf("%s holds %d items; %d were acknowledged and %d unknown: a write landed twice or was lost",
 				m.ID, n, len(acked), unknown.Load())

@@ -122,7 +122,7 @@ func (c *Client) run(ctx context.Context, rt route, reqs []*request) {
 			p = n.stale
 		}
 		p.exchange(ctx, pending, outs[:len(pending)])
-		next, dialErr := settle(n.addr, pending, outs[:len(pending)])
+		next, lost, dialErr := settle(n.addr, pending, outs[:len(pending)])
 		if len(next) == 0 {
 			return
 		}
@@ -159,7 +159,10 @@ func (c *Client) run(ctx context.Context, rt route, reqs []*request) {
 		}
 		if rt.write {
 			c.forgetLeader(n.addr)
-		} else {
+		}
+		if lost || !rt.write {
+			// A node that took a request and gave no answer (or could not
+			// serve a read) is passed over by the next attempts for a moment.
 			n.markDown()
 		}
 		// A read moves to the next node at once, and pauses only when it has
@@ -176,16 +179,18 @@ func (c *Client) run(ctx context.Context, rt route, reqs []*request) {
 }
 
 // settle takes in one exchange's outcomes: answered requests are done; it
-// returns the others, and the dial error if nothing was sent at all.
-func settle(addr string, reqs []*request, outs []outcome) (next []*request, dialErr error) {
+// returns the others, whether one was sent and left without an answer, and the
+// dial error if nothing was sent at all.
+func settle(addr string, reqs []*request, outs []outcome) (next []*request, lost bool, dialErr error) {
 	for i, r := range reqs {
 		o := outs[i]
 		if o.err != nil {
 			var de *dialError
 			if errors.As(o.err, &de) {
 				dialErr = o.err
-			} else if o.sent && r.write {
-				r.maybe = true
+			} else if o.sent {
+				lost = true
+				r.maybe = r.maybe || r.write
 			}
 			// A request once sent keeps the failure that made it unknown.
 			if !r.maybe || o.sent {
@@ -210,7 +215,7 @@ func settle(addr string, reqs []*request, outs []outcome) (next []*request, dial
 		}
 		next = append(next, r)
 	}
-	return next, dialErr
+	return next, lost, dialErr
 }
 
 func (c *Client) nodeCount() int {

@@ -91,8 +91,8 @@ type keyKey struct{}
 
 // WithKey returns a context whose write goes out under k: the first attempt
 // and every retry, in this call or a later one with the same key, is applied
-// at most once in all, and all are answered with the first answer. A call
-// that makes several writes (a Pipeline, a Bulk) refuses such a context.
+// at most once in all, and all are answered with the first answer. Reads
+// ignore it; a call that makes several writes (a Pipeline, a Bulk) refuses it.
 func WithKey(ctx context.Context, k Key) context.Context {
 	return context.WithValue(ctx, keyKey{}, k)
 }

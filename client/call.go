@@ -87,34 +87,13 @@ var errRetries = errors.New("retries exhausted")
 // A request that never gets an answer fails with ErrIndeterminate if one
 // attempt of it may have been applied, else with ErrUnavailable.
 func (c *Client) run(ctx context.Context, rt route, reqs []*request) {
+	a := &attempts{c: c, rt: rt, skip: make(map[*node]bool)}
 	pending := reqs
-	skip := make(map[*node]bool)
-	var unreachable nodeErrors
-	retries := 0
 	outs := make([]outcome, len(reqs))
 	for {
-		var stop error
-		switch {
-		case c.closed.Load():
-			stop = ErrClosed
-		case ctx.Err() != nil:
-			stop = ctx.Err()
-		}
-		var n *node
-		if stop == nil {
-			if rt.write {
-				n = c.pickWrite(skip)
-			} else {
-				n = c.pickRead(skip)
-			}
-			if n == nil {
-				stop = unreachable
-			}
-		}
+		n, stop := a.pick(ctx)
 		if stop != nil {
-			for _, r := range pending {
-				r.fail(stop)
-			}
+			failAll(pending, stop)
 			return
 		}
 		p := n.lin
@@ -128,53 +107,98 @@ func (c *Client) run(ctx context.Context, rt route, reqs []*request) {
 		}
 		pending = next
 		if dialErr != nil {
-			var de *dialError
-			if errors.As(dialErr, &de) && de.auth {
-				// Retrying cannot help; a request an earlier attempt may
-				// have applied stays indeterminate.
-				authErr := &NodeError{Addr: n.addr, Err: dialErr}
-				for _, r := range pending {
-					if r.maybe {
-						r.fail(authErr)
-					} else {
-						r.done, r.err = true, authErr
-					}
-				}
+			if !a.unreachable(n, dialErr, pending) {
 				return
 			}
-			// Nothing was sent: another node, at once, without spending a
-			// retry. The context's end also shows up here.
-			skip[n] = true
-			n.markDown()
-			c.forgetLeader(n.addr)
-			unreachable = append(unreachable, &NodeError{Addr: n.addr, Err: dialErr})
 			continue
 		}
-		retries++
-		if retries > c.opts.Retries {
-			for _, r := range pending {
-				r.fail(errRetries)
-			}
+		if err := a.retry(ctx, n, lost); err != nil {
+			failAll(pending, err)
 			return
 		}
-		if rt.write {
-			c.forgetLeader(n.addr)
-		}
-		if lost || !rt.write {
-			// A node that took a request and gave no answer (or could not
-			// serve a read) is passed over by the next attempts for a moment.
-			n.markDown()
-		}
-		// A read moves to the next node at once, and pauses only when it has
-		// been round them all; a write waits for an election to end.
-		if rt.write || retries%c.nodeCount() == 0 {
-			if err := c.backoff(ctx, retries); err != nil {
-				for _, r := range pending {
-					r.fail(err)
-				}
-				return
+	}
+}
+
+// attempts is the state of one call across its attempts.
+type attempts struct {
+	c       *Client
+	rt      route
+	skip    map[*node]bool // nodes found unreachable in this call
+	down    nodeErrors     // and why
+	retries int
+}
+
+// pick chooses the node of the next attempt, or says why there is none.
+func (a *attempts) pick(ctx context.Context) (*node, error) {
+	switch {
+	case a.c.closed.Load():
+		return nil, ErrClosed
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	}
+	var n *node
+	if a.rt.write {
+		n = a.c.pickWrite(a.skip)
+	} else {
+		n = a.c.pickRead(a.skip)
+	}
+	if n == nil {
+		return nil, a.down
+	}
+	return n, nil
+}
+
+// unreachable takes in a node that could not be reached (nothing was sent)
+// and reports whether to try another: at once, without spending a retry. A
+// refused password ends the call.
+func (a *attempts) unreachable(n *node, err error, pending []*request) bool {
+	var de *dialError
+	if errors.As(err, &de) && de.auth {
+		// Retrying cannot help; a request an earlier attempt may have
+		// applied stays indeterminate.
+		authErr := &NodeError{Addr: n.addr, Err: err}
+		for _, r := range pending {
+			if r.maybe {
+				r.fail(authErr)
+			} else {
+				r.done, r.err = true, authErr
 			}
 		}
+		return false
+	}
+	a.skip[n] = true
+	n.markDown()
+	a.c.forgetLeader(n.addr)
+	a.down = append(a.down, &NodeError{Addr: n.addr, Err: err})
+	return true
+}
+
+// retry spends a retry after an attempt that reached n without settling
+// everything, pausing as the policy says; its error is why the call stops.
+func (a *attempts) retry(ctx context.Context, n *node, lost bool) error {
+	a.retries++
+	if a.retries > a.c.opts.Retries {
+		return errRetries
+	}
+	if a.rt.write {
+		a.c.forgetLeader(n.addr)
+	}
+	if lost || !a.rt.write {
+		// A node that took a request and gave no answer (or could not serve
+		// a read) is passed over by the next attempts for a moment.
+		n.markDown()
+	}
+	// A read moves to the next node at once, and pauses only when it has been
+	// round them all; a write waits for an election to end.
+	if a.rt.write || a.retries%a.c.nodeCount() == 0 {
+		return a.c.backoff(ctx, a.retries)
+	}
+	return nil
+}
+
+func failAll(reqs []*request, stop error) {
+	for _, r := range reqs {
+		r.fail(stop)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +41,7 @@ func BenchmarkPipelineMAdd(b *testing.B) {
 		for _, chunk := range chunks {
 			for _, fl := range inflight {
 				b.Run(fmt.Sprintf("nodes=%d/chunk=%d/inflight=%d", nodes, chunk, fl), func(b *testing.B) {
-					benchLoad(b, c, chunk, fl)
+					benchLoad(b, c, cl, chunk, fl)
 				})
 			}
 		}
@@ -50,7 +52,7 @@ func BenchmarkPipelineMAdd(b *testing.B) {
 
 var benchRun int
 
-func benchLoad(b *testing.B, c *client.Client, chunk, inflight int) {
+func benchLoad(b *testing.B, c *client.Client, cl *nodeproc.Cluster, chunk, inflight int) {
 	benchRun++
 	key := fmt.Sprint("bench-", benchRun)
 	if err := c.BFReserve(bg, key, 0.01, int64(max(b.N, 1000)), nil); err != nil {
@@ -64,6 +66,7 @@ func benchLoad(b *testing.B, c *client.Client, chunk, inflight int) {
 	bulk := c.NewBulk(bg, client.KindBloom, key, client.BulkOptions{Chunk: chunk, InFlight: inflight, NoCreate: true})
 	b.ResetTimer()
 	start := time.Now()
+	self0, nodes0 := selfCPU(), nodesCPU(cl)
 	for i := range b.N {
 		be.BigEndian.PutUint64(buf[8:], uint64(i))
 		items = append(items, string(buf[:]))
@@ -82,6 +85,11 @@ func benchLoad(b *testing.B, c *client.Client, chunk, inflight int) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "items/s")
+	// Where the CPU went, per item: this process (the client) and the nodes.
+	b.ReportMetric(float64((selfCPU()-self0).Nanoseconds())/float64(b.N), "client-cpu-ns/item")
+	if n := nodesCPU(cl); n > 0 {
+		b.ReportMetric(float64((n-nodes0).Nanoseconds())/float64(b.N), "nodes-cpu-ns/item")
+	}
 	if _, err := c.Del(bg, key); err != nil {
 		b.Fatal(err)
 	}
@@ -113,4 +121,32 @@ func splitComma(s string) []string {
 		}
 	}
 	return out
+}
+
+// selfCPU is the CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// nodesCPU is the CPU time the cluster's processes have used, from
+// /proc/PID/stat (0 where there is no /proc).
+func nodesCPU(cl *nodeproc.Cluster) time.Duration {
+	var total time.Duration
+	for _, m := range cl.Nodes {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.Pid()))
+		if err != nil {
+			return 0
+		}
+		// Fields after the command name, which ends in ")": state is the
+		// first, utime and stime the 12th and 13th (in clock ticks of 10 ms).
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(ut+st) * 10 * time.Millisecond
+	}
+	return total
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
@@ -150,7 +151,11 @@ func (p *pool) exchange(ctx context.Context, reqs []*request, outs []outcome) {
 	// A context cancelled without a deadline unblocks the connection too.
 	stop := context.AfterFunc(ctx, func() { _ = cn.nc.SetDeadline(aLongTimeAgo) })
 
-	b := cn.wbuf[:0]
+	size := 0
+	for _, r := range reqs {
+		size += encodedSize(r.args)
+	}
+	b := slices.Grow(cn.wbuf[:0], size)
 	ends := make([]int, len(reqs))
 	for i, r := range reqs {
 		b = r.appendTo(b)

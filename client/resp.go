@@ -19,6 +19,15 @@ func appendCommand(b []byte, args []string) []byte {
 	return b
 }
 
+// encodedSize bounds the bytes appendIdem writes for args.
+func encodedSize(args []string) int {
+	n := 3*32 + 16 // the array header, IDEM and two numbers
+	for _, a := range args {
+		n += len(a) + 16 // $len\r\n...\r\n
+	}
+	return n
+}
+
 // appendIdem appends IDEM session seq args... as one RESP request.
 func appendIdem(b []byte, session, seq uint64, args []string) []byte {
 	b = appendHeader(b, '*', len(args)+3)
@@ -115,7 +124,9 @@ func readDepth(br *bufio.Reader, depth int) (reply, error) {
 		case depth >= maxDepth:
 			return reply{}, fmt.Errorf("%w: arrays nested too deep", errProtocol)
 		}
-		arr := make([]reply, 0, min(int(n), 1024))
+		// Room for up to 65536 elements at once (3.5 MiB): a batch's answer
+		// is read without regrowing, a hostile header costs no more.
+		arr := make([]reply, 0, min(int(n), 1<<16))
 		for range n {
 			e, err := readDepth(br, depth+1)
 			if err != nil {

@@ -56,7 +56,10 @@ type NodeError struct {
 	Err  error
 }
 
+// Error is "addr: what happened".
 func (e *NodeError) Error() string { return e.Addr + ": " + e.Err.Error() }
+
+// Unwrap returns what happened at the node.
 func (e *NodeError) Unwrap() error { return e.Err }
 
 // nodeErrors is every node's failure when none could be reached.

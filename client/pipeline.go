@@ -10,9 +10,10 @@ import (
 // in all. With a write among them they go to the leader, each write under its
 // own session and sequence number (consecutive ones in a session the pipeline
 // holds while it runs), so a pipeline retried after a lost connection or a
-// leader change still applies each write exactly once, and its reads see its
-// earlier writes. Without writes they go to the next node of the read rotation
-// at the context's read level.
+// leader change still applies each write exactly once, and its reads (then
+// linearizable, whatever the context's level) see its earlier writes. Without
+// writes they go to the next node of the read rotation at the context's read
+// level.
 //
 // The node applies a pipeline's writes in order but not atomically: another
 // client's writes may come in between, and after a failure some may have been

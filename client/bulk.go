@@ -69,9 +69,10 @@ type Bulk struct {
 	key  string
 	o    BulkOptions
 
-	buf   []string
-	off   int64
-	slots chan struct{}
+	buf    []string
+	off    int64
+	closed bool
+	slots  chan struct{}
 	queue chan *chunk
 	done  chan struct{}
 
@@ -117,6 +118,9 @@ func (c *Client) NewBulk(ctx context.Context, kind Kind, key string, o BulkOptio
 // are outstanding. It returns the first error of the load so far; after one,
 // nothing more is sent.
 func (b *Bulk) Add(items ...string) error {
+	if b.closed {
+		return errBulkClosed
+	}
 	for len(items) > 0 {
 		if err := b.Err(); err != nil {
 			return err
@@ -131,9 +135,15 @@ func (b *Bulk) Add(items ...string) error {
 	return b.Err()
 }
 
+var errBulkClosed = errors.New("rookery: bulk load closed")
+
 // Close sends what is left, waits for every chunk's answer and returns the
 // first error of the load.
 func (b *Bulk) Close() error {
+	if b.closed {
+		return b.Err()
+	}
+	b.closed = true
 	if len(b.buf) > 0 && b.Err() == nil {
 		b.send()
 	}

@@ -73,8 +73,8 @@ type Bulk struct {
 	off    int64
 	closed bool
 	slots  chan struct{}
-	queue chan *chunk
-	done  chan struct{}
+	queue  chan *chunk
+	done   chan struct{}
 
 	mu    sync.Mutex
 	err   error

@@ -58,7 +58,8 @@
 //   - A node's "not applied, try again" (CLUSTERDOWN, TRYAGAIN, SHUTDOWN,
 //     LOADING) is retried after a pause of RetryBackoff, doubling to a second,
 //     at most Retries times (about 15 s with the defaults, enough for an
-//     election): ErrUnavailable after that.
+//     election): ErrUnavailable after that. A read goes to the next node at
+//     once instead, and pauses only when it has been round them all.
 //   - A write sent whose reply was lost (connection reset, ReadTimeout) or
 //     answered INDETERMINATE is sent again with the same session and sequence
 //     number, counted in Retries too; the first answer that comes back is the

@@ -160,7 +160,13 @@ func (b *Bulk) Err() error {
 }
 
 // Acked is how many items, from the first, are in chunks that succeeded: a
-// load stopped by an error can resume after them.
+// load stopped by an error can resume after them. Later chunks may have been
+// applied too (those that succeeded after a failed one, or failed with
+// ErrIndeterminate): resuming adds them again, which a Bloom filter absorbs
+// and a cuckoo filter does with NX.
+//
+// To stop a load cleanly, stop calling Add and call Close: the chunks in
+// flight finish. Cancelling the context abandons them instead.
 func (b *Bulk) Acked() int64 { return b.acked.Load() }
 
 // send starts the buffered chunk.

@@ -12,9 +12,8 @@ type request struct {
 	write bool
 	key   Key // the session and sequence number of a write
 
-	rep     reply // the answer, once done
-	done    bool
-	err     error // why it failed, once done without an answer
+	rep     reply // the answer
+	err     error // why it failed, when it got no answer
 	maybe   bool  // an attempt may have applied it
 	cause   error // the failure that decided its class, with the node
 	cmdName string
@@ -49,7 +48,7 @@ func (r *request) fail(stop error) {
 	if _, all := stop.(nodeErrors); all && !r.maybe {
 		cause = nil // the list of unreachable nodes says it all
 	}
-	r.done, r.err = true, &callError{class: class, cmd: r.name(), cause: cause, stop: stop}
+	r.err = &callError{class: class, cmd: r.name(), cause: cause, stop: stop}
 }
 
 // route is where a call's requests go.
@@ -161,7 +160,7 @@ func (a *attempts) unreachable(n *node, err error, pending []*request) bool {
 			if r.maybe {
 				r.fail(authErr)
 			} else {
-				r.done, r.err = true, authErr
+				r.err = authErr
 			}
 		}
 		return false
@@ -225,7 +224,7 @@ func settle(addr string, reqs []*request, outs []outcome) (next []*request, lost
 		}
 		switch classify(o.rep) {
 		case answer:
-			r.rep, r.done = o.rep, true
+			r.rep = o.rep
 			continue
 		case unknown:
 			if r.write {

@@ -81,7 +81,7 @@ func (p *Pipeline) Exec(ctx context.Context) error {
 	if _, ok := keyOf(ctx); ok {
 		err := errors.New("rookery: WithKey names one write; a pipeline numbers its own")
 		for _, r := range reqs {
-			r.done, r.err = true, err
+			r.err = err
 		}
 	} else {
 		p.c.runNumbered(ctx, reqs)

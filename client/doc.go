@@ -4,6 +4,11 @@
 //
 //	go get github.com/rookerydb/rookery/client
 //
+// Before a release, use a checkout (the README has the details):
+//
+//	go mod edit -replace github.com/rookerydb/rookery=/path/to/rookery
+//	go get github.com/rookerydb/rookery@v0.0.0-00010101000000-000000000000
+//
 // # Connecting
 //
 // New takes the RESP addresses of some nodes, learns the others and the leader

@@ -2,18 +2,17 @@ package client
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/binary"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // ReadLevel is the consistency of a read.
@@ -48,60 +47,78 @@ type Options struct {
 	// --tls-client-auth, Certificates holds the client's. An empty ServerName
 	// is each node's host, as advertised.
 	TLS *tls.Config
+	// CAFile, CertFile and KeyFile are the TLS configuration as PEM files, for
+	// when TLS is nil: CAFile (the cluster's ca.pem) turns TLS on; CertFile and
+	// KeyFile are the client's certificate, for --tls-client-auth.
+	CAFile, CertFile, KeyFile string
 	// ReadLevel is the level of reads whose context names none [linearizable].
 	ReadLevel ReadLevel
-	// DialTimeout [5s], ReadTimeout [15s, longer than a node's apply timeout] and
-	// WriteTimeout [5s] bound each network step.
+	// DialTimeout bounds opening a connection: TCP, TLS and AUTH [5s].
+	// ReadTimeout bounds waiting for a reply [15s, longer than a node's 10 s
+	// request timeout]; WriteTimeout bounds sending a request [5s]. The
+	// context's deadline bounds all three.
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
-	// Retries is how many times a request is retried after an error that allows
-	// it: no leader, a leader change, a lost connection, an unknown outcome [20].
+	// Retries is how many times a request is sent again after an answer that
+	// allows it: no leader, an election, a lost reply, an unknown outcome [20].
+	// Nodes that cannot be reached are not retried within one call.
 	Retries int
 	// RetryBackoff is the first pause between retries; it doubles up to a second
 	// [25ms].
 	RetryBackoff time.Duration
-	// PoolSize is the connections kept per node and level [go-redis's default].
+	// PoolSize is the most connections open per node and read level [10 per CPU].
 	PoolSize int
 	// RefreshInterval is how often the client re-reads the cluster's members [5s].
 	RefreshInterval time.Duration
 	// Dialer, when set, opens every connection to a node instead of a plain
-	// TCP (or TLS) dial: a tunnel, a proxy, or a test that breaks connections.
-	// With TLS set, the handshake runs over the connection it returns.
+	// TCP dial: a tunnel, a proxy, or a test that breaks connections. With TLS
+	// set, the handshake runs over the connection it returns.
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-// Client is safe for concurrent use.
+// Client is a connection to a cluster; safe for concurrent use.
 type Client struct {
 	opts     Options
+	tls      *tls.Config
 	sessions sessionPool
+
+	keyMu      sync.Mutex
+	keySession *session
 
 	mu     sync.Mutex
 	nodes  map[string]*node // by RESP address
 	order  []string         // read rotation
 	leader string           // RESP address, "" when unknown
 
-	rr     atomic.Uint64
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	closed atomic.Bool
+	rr      atomic.Uint64
+	kick    chan struct{} // asks the refresh loop to run now
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	closing sync.Once
+	closed  atomic.Bool
 }
 
-// node holds the connection pools of one server: one reading linearizably, one
-// whose connections said READONLY.
+// node holds the connections to one server: one pool reading linearizably,
+// one whose connections said READONLY.
 type node struct {
-	lin, stale *redis.Client
-	// downUntil (Unix ns) keeps a node that just failed a request out of the
-	// read rotation for a moment.
+	addr       string
+	lin, stale *pool
+	// downUntil (Unix ns) keeps a node that just failed out of the way of
+	// later calls for a moment.
 	downUntil atomic.Int64
 }
 
-// downFor is how long a node that failed a read is left out of the rotation.
+// downFor is how long a node that failed is passed over.
 const downFor = time.Second
 
+func (n *node) down(now int64) bool { return n.downUntil.Load() > now }
+func (n *node) markDown()           { n.downUntil.Store(time.Now().Add(downFor).UnixNano()) }
+
 // New returns a client of the cluster that opts.Addrs reach. It asks them for
-// the cluster's members and leader; it fails only if none answers.
+// the cluster's members and leader, and fails, wrapping ErrUnavailable, only if
+// none answers.
 func New(ctx context.Context, opts Options) (*Client, error) {
 	if len(opts.Addrs) == 0 {
-		return nil, errors.New("client: no addresses")
+		return nil, errors.New("rookery: no addresses")
 	}
 	setDefault(&opts.DialTimeout, 5*time.Second)
 	setDefault(&opts.ReadTimeout, 15*time.Second)
@@ -111,7 +128,15 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	if opts.Retries == 0 {
 		opts.Retries = 20
 	}
-	c := &Client{opts: opts, nodes: make(map[string]*node), stop: make(chan struct{})}
+	if opts.PoolSize <= 0 {
+		opts.PoolSize = 10 * runtime.GOMAXPROCS(0)
+	}
+	cfg, err := tlsConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{opts: opts, tls: cfg, nodes: make(map[string]*node),
+		kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	for _, a := range opts.Addrs {
 		c.node(a)
 	}
@@ -130,95 +155,123 @@ func setDefault(d *time.Duration, v time.Duration) {
 	}
 }
 
-// Close releases every connection.
-func (c *Client) Close() error {
-	if !c.closed.CompareAndSwap(false, true) {
-		return nil
+// tlsConfig is opts.TLS, or one made from the PEM files, or nil.
+func tlsConfig(opts Options) (*tls.Config, error) {
+	files := opts.CAFile != "" || opts.CertFile != "" || opts.KeyFile != ""
+	switch {
+	case opts.TLS != nil && files:
+		return nil, errors.New("rookery: set Options.TLS or the certificate files, not both")
+	case opts.TLS != nil:
+		return opts.TLS, nil
+	case !files:
+		return nil, nil
 	}
-	close(c.stop)
-	c.wg.Wait()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var errs []error
-	for _, n := range c.nodes {
-		errs = append(errs, n.lin.Close(), n.stale.Close())
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if opts.CAFile != "" {
+		pem, err := os.ReadFile(opts.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("rookery: CA file: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("rookery: CA file %s: no PEM certificate found", opts.CAFile)
+		}
 	}
-	return errors.Join(errs...)
+	if opts.CertFile != "" || opts.KeyFile != "" {
+		kp, err := tls.LoadX509KeyPair(opts.CertFile, opts.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("rookery: client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{kp}
+	}
+	return cfg, nil
 }
 
-// node returns the pools of addr, creating them on first use.
+// Close releases every connection. Calls in progress fail with ErrClosed or
+// their own errors.
+func (c *Client) Close() error {
+	c.closing.Do(func() {
+		c.closed.Store(true)
+		close(c.stop)
+		c.wg.Wait()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, n := range c.nodes {
+			n.lin.close()
+			n.stale.close()
+		}
+	})
+	return nil
+}
+
+// node returns the node at addr, adding it on first sight.
 func (c *Client) node(addr string) *node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n := c.nodes[addr]; n != nil {
 		return n
 	}
-	base := redis.Options{Addr: addr, Password: c.opts.Password, Protocol: 2, MaxRetries: -1,
-		DialTimeout: c.opts.DialTimeout, ReadTimeout: c.opts.ReadTimeout, WriteTimeout: c.opts.WriteTimeout,
-		PoolSize: c.opts.PoolSize, DisableIdentity: true, TLSConfig: c.opts.TLS}
-	if d := c.opts.Dialer; d != nil {
-		base.Dialer = c.dialThrough(d)
-	}
-	stale := base
-	stale.OnConnect = func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }
-	n := &node{lin: redis.NewClient(&base), stale: redis.NewClient(&stale)}
+	n := &node{addr: addr, lin: newPool(c, addr, false), stale: newPool(c, addr, true)}
 	c.nodes[addr] = n
 	c.order = append(c.order, addr)
 	return n
 }
 
-// dialThrough is a go-redis dialer that opens connections with d and, when the
-// client uses TLS, runs the handshake over them (go-redis only wraps its own
-// dials in TLS).
-func (c *Client) dialThrough(d func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := d(ctx, network, addr)
-		if err != nil || c.opts.TLS == nil {
-			return conn, err
-		}
-		cfg := c.opts.TLS.Clone()
-		if cfg.ServerName == "" {
-			cfg.ServerName, _, _ = net.SplitHostPort(addr)
-		}
-		tc := tls.Client(conn, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			conn.Close()
-			return nil, err
-		}
-		return tc, nil
-	}
-}
-
-// refresh asks the known nodes, in turn, for the cluster's members and leader.
+// refresh asks the known nodes, in turn, for the cluster's members and leader
+// (CLUSTER NODES). It fails, wrapping ErrUnavailable, if none answers.
 func (c *Client) refresh(ctx context.Context) error {
 	c.mu.Lock()
 	addrs := append([]string(nil), c.order...)
 	c.mu.Unlock()
-	var errs []error
+	var errs nodeErrors
 	for _, a := range addrs {
-		lines, err := c.node(a).lin.Do(ctx, "CLUSTER", "NODES").Text()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", a, err))
+		n := c.node(a)
+		r := &request{args: []string{"CLUSTER", "NODES"}}
+		outs := make([]outcome, 1)
+		n.lin.exchange(ctx, []*request{r}, outs)
+		o := outs[0]
+		auth := false
+		switch {
+		case o.err != nil:
+			var de *dialError
+			auth = errors.As(o.err, &de) && de.auth
+		case o.rep.isError():
+			o.err = serverErr(o.rep.str)
+			auth = errors.Is(o.err, ErrAuth)
+		case o.rep.kind != '$':
+			o.err = fmt.Errorf("CLUSTER NODES answered %s", unexpected(o.rep))
+		}
+		if o.err != nil {
+			ne := &NodeError{Addr: a, Err: o.err}
+			if auth {
+				return ne // the other nodes have the same password
+			}
+			errs = append(errs, ne)
 			continue
 		}
-		leader := ""
-		for _, line := range strings.Split(strings.TrimSpace(lines), "\n") {
-			// id resp http raft role voter|nonvoter health
-			f := strings.Fields(line)
-			if len(f) < 7 || f[1] == "-" || f[6] == "dead" || f[6] == "left" {
-				continue
-			}
-			c.node(f[1])
-			if f[4] == "leader" {
-				leader = f[1]
-			}
-		}
-		c.mu.Lock()
-		c.leader = leader
-		c.mu.Unlock()
+		c.learn(o.rep.str)
 		return nil
 	}
-	return fmt.Errorf("client: no node answered: %w", errors.Join(errs...))
+	return &callError{class: ErrUnavailable, cmd: "CLUSTER NODES", cause: errs}
+}
+
+// learn takes in CLUSTER NODES: one line per node, "id resp http raft role
+// voter|nonvoter health".
+func (c *Client) learn(lines string) {
+	leader := ""
+	for _, line := range strings.Split(strings.TrimSpace(lines), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 7 || f[1] == "-" || f[6] == "dead" || f[6] == "left" {
+			continue
+		}
+		c.node(f[1])
+		if f[4] == "leader" {
+			leader = f[1]
+		}
+	}
+	c.mu.Lock()
+	c.leader = leader
+	c.mu.Unlock()
 }
 
 func (c *Client) refreshLoop() {
@@ -230,67 +283,66 @@ func (c *Client) refreshLoop() {
 		case <-c.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), c.opts.DialTimeout)
-			_ = c.refresh(ctx)
-			cancel()
+		case <-c.kick:
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.opts.DialTimeout)
+		_ = c.refresh(ctx)
+		cancel()
 	}
 }
 
-// leaderNode returns the leader's pools, asking the cluster if it is unknown.
-func (c *Client) leaderNode(ctx context.Context) (*node, error) {
+// forgetLeader drops the leader and has the refresh loop look for it.
+func (c *Client) forgetLeader(addr string) {
 	c.mu.Lock()
-	l := c.leader
-	c.mu.Unlock()
-	if l == "" {
-		if err := c.refresh(ctx); err != nil {
-			return nil, err
-		}
-		c.mu.Lock()
-		l = c.leader
-		c.mu.Unlock()
-		if l == "" {
-			return nil, fmt.Errorf("%w: no leader known", ErrUnavailable)
-		}
+	if c.leader == addr {
+		c.leader = ""
 	}
-	return c.node(l), nil
-}
-
-func (c *Client) nodeCount() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.order)
-}
-
-func (c *Client) forgetLeader() {
-	c.mu.Lock()
-	c.leader = ""
 	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
 }
 
-// readNode returns the next node of the read rotation that has not failed
-// lately, or the next one at all if every node has.
-func (c *Client) readNode() *node {
+// pickWrite chooses where a write goes: the leader if it is known and was not
+// found unreachable in this call, else any other node (which forwards writes
+// to the leader), those that have not failed lately first. Nil when every node
+// was unreachable in this call.
+func (c *Client) pickWrite(skip map[*node]bool) *node {
+	c.mu.Lock()
+	l := c.nodes[c.leader]
+	c.mu.Unlock()
+	if l != nil && !skip[l] && !l.down(time.Now().UnixNano()) {
+		return l
+	}
+	return c.pickRead(skip)
+}
+
+// pickRead chooses the next node of the read rotation that was not found
+// unreachable in this call, preferring those that have not failed lately.
+func (c *Client) pickRead(skip map[*node]bool) *node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now().UnixNano()
-	var first *node
+	var fallback *node
 	for range c.order {
 		n := c.nodes[c.order[int(c.rr.Add(1)%uint64(len(c.order)))]]
-		if first == nil {
-			first = n
+		if skip[n] {
+			continue
 		}
-		if n.downUntil.Load() <= now {
+		if !n.down(now) {
 			return n
 		}
+		if fallback == nil {
+			fallback = n
+		}
 	}
-	return first
+	return fallback
 }
 
-// backoff sleeps before retry attempt (1, 2, ...), or returns ctx's error.
+// backoff sleeps before retry attempt (1, 2, ...), or returns why it cannot.
 func (c *Client) backoff(ctx context.Context, attempt int) error {
-	d := c.opts.RetryBackoff << min(attempt-1, 6)
-	d = min(d, time.Second)
+	d := min(c.opts.RetryBackoff<<min(attempt-1, 6), time.Second)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -301,128 +353,4 @@ func (c *Client) backoff(ctx context.Context, attempt int) error {
 	case <-c.stop:
 		return ErrClosed
 	}
-}
-
-// write sends a mutation to the leader as IDEM session seq args..., retrying
-// with the same session and sequence number until it has an answer.
-func (c *Client) write(ctx context.Context, args ...any) (any, error) {
-	if c.closed.Load() {
-		return nil, ErrClosed
-	}
-	s := c.sessions.get()
-	defer c.sessions.put(s)
-	cmd := append([]any{"IDEM", s.id, s.next()}, args...)
-	var last error
-	unknown := false
-	for attempt := 0; attempt <= c.opts.Retries; attempt++ {
-		if attempt > 0 {
-			if err := c.backoff(ctx, attempt); err != nil {
-				last = err
-				break
-			}
-		}
-		n, err := c.leaderNode(ctx)
-		if err != nil {
-			last = err
-			continue
-		}
-		v, err := n.lin.Do(ctx, cmd...).Result()
-		switch classify(err) {
-		case final:
-			return v, serverErr(err)
-		case notApplied:
-			last = err
-			c.forgetLeader()
-		case outcomeUnknown:
-			last, unknown = err, true
-			c.forgetLeader()
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	if unknown {
-		return nil, fmt.Errorf("%w: %v", ErrIndeterminate, last)
-	}
-	return nil, fmt.Errorf("%w: %v", ErrUnavailable, last)
-}
-
-// read sends a query to the next node of the rotation at the context's level,
-// trying the next node on an error that allows it.
-func (c *Client) read(ctx context.Context, args ...any) (any, error) {
-	if c.closed.Load() {
-		return nil, ErrClosed
-	}
-	level := c.opts.ReadLevel
-	if l, ok := ctx.Value(levelKey{}).(ReadLevel); ok {
-		level = l
-	}
-	var last error
-	failed := 0 // failures in a row since the last pause
-	for attempt := 0; attempt <= c.opts.Retries; attempt++ {
-		// Another node is tried at once; only when each has failed in turn is
-		// there a pause.
-		if failed > 0 && failed%c.nodeCount() == 0 {
-			if err := c.backoff(ctx, failed/c.nodeCount()); err != nil {
-				last = err
-				break
-			}
-		}
-		n := c.readNode()
-		cl := n.lin
-		if level == ReadStale {
-			cl = n.stale
-		}
-		v, err := cl.Do(ctx, args...).Result()
-		if classify(err) == final {
-			return v, serverErr(err)
-		}
-		last = err
-		failed++
-		n.downUntil.Store(time.Now().Add(downFor).UnixNano())
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, fmt.Errorf("%w: %v", ErrUnavailable, last)
-}
-
-// sessionPool hands out sessions for exactly-once writes, one write at a time
-// per session, so a retry always finds its answer in the server's window.
-type sessionPool struct {
-	mu   sync.Mutex
-	free []*session
-}
-
-type session struct {
-	id  uint64
-	seq uint64
-}
-
-func (s *session) next() uint64 {
-	s.seq++
-	return s.seq
-}
-
-func (p *sessionPool) get() *session {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if n := len(p.free); n > 0 {
-		s := p.free[n-1]
-		p.free = p.free[:n-1]
-		return s
-	}
-	var b [8]byte
-	for {
-		_, _ = rand.Read(b[:])
-		if id := binary.LittleEndian.Uint64(b[:]) >> 1; id != 0 {
-			return &session{id: id}
-		}
-	}
-}
-
-func (p *sessionPool) put(s *session) {
-	p.mu.Lock()
-	p.free = append(p.free, s)
-	p.mu.Unlock()
 }

@@ -1,27 +1,96 @@
-// Package client is the Go client of a Rookery cluster. It speaks RESP through
-// go-redis and imports nothing of the server.
+// Package client is the Go client of a Rookery cluster, for services that
+// depend on it. It speaks RESP over its own connections and imports nothing
+// of the server.
+//
+//	go get github.com/rookerydb/rookery/client
+//
+// Before a release, use a checkout (the README has the details):
+//
+//	go mod edit -replace github.com/rookerydb/rookery=/path/to/rookery
+//	go get github.com/rookerydb/rookery@v0.0.0-00010101000000-000000000000
+//
+// # Connecting
+//
+// New takes the RESP addresses of some nodes, learns the others and the leader
+// from them (CLUSTER NODES, re-read every RefreshInterval and after a failure),
+// and fails only if none answers. Options.Password is sent with AUTH on every
+// connection; Options.TLS, or Options.CAFile (with CertFile and KeyFile for
+// --tls-client-auth), reaches nodes started with --resp-tls.
 //
 // # Routing
 //
-// Writes go to the leader, found with ROLE and followed when it changes; reads go
-// to every node in turn, since every node serves linearizable reads. Each read
-// names its consistency: linearizable by default, or stale with
-// WithReadLevel(ctx, ReadStale), which reads the serving node's local state
-// without a round trip to the leader (the server's READONLY).
+// Writes go to the leader; reads go to every node in turn, since every node
+// serves linearizable reads. Each read names its consistency: linearizable by
+// default, or stale with WithReadLevel(ctx, ReadStale), which reads the serving
+// node's local state without a round trip to the leader (the server's
+// READONLY).
+//
+// # Errors
+//
+// Every error a write returns says whether it may have been applied:
+//
+//   - An error wrapping ErrIndeterminate: it may have been applied (once at
+//     most). The request was sent and its reply lost, the context ended while
+//     it was in flight, or a node answered INDETERMINATE, and the retries did
+//     not settle it. What to do: if the write was sent under a Key (WithKey),
+//     send it again under the same Key, now or later, from this process or
+//     another, within KeyLifetime: it is applied at most once in all and you
+//     get the first answer. Without a Key, sending it again is a new write
+//     (harmless for BF.ADD, a second copy for CF.ADD, possibly a second
+//     deletion for CF.DEL); read the state instead.
+//   - Any other error: it was not applied. ErrUnavailable says the cluster
+//     could not take it now (no node reachable, no leader until the retries or
+//     the context ran out): try again later. ErrAuth, ErrClosed and the domain
+//     errors (ErrNotFound, ErrExists, ErrWrongType, ErrFull, ErrTooLarge) are
+//     answers; retrying will not change them. ErrKeyExpired: the Key was too
+//     old to send; see its documentation.
+//
+// Errors wrap a *NodeError naming the node and what happened there, and the
+// network or context error, so errors.Is(err, context.DeadlineExceeded) and
+// errors.Is(err, syscall.ECONNREFUSED) hold where they apply. Reads are never
+// indeterminate: a read that fails is ErrUnavailable.
+//
+// # Retries
+//
+// Within one call the client retries by itself, and gives up as follows:
+//
+//   - A node it cannot reach (connection refused, dial, TLS or AUTH timed
+//     out: nothing was sent) is passed over for the rest of the call, and the
+//     next node is tried at once. When every node has been passed over, the
+//     call fails at once with ErrUnavailable (or ErrIndeterminate, if an
+//     earlier attempt was sent and lost). So a call to a cluster whose nodes
+//     are all down fails within a dial timeout per node, never after retries.
+//   - A node's "not applied, try again" (CLUSTERDOWN, TRYAGAIN, SHUTDOWN,
+//     LOADING) is retried after a pause of RetryBackoff, doubling to a second,
+//     at most Retries times (about 15 s with the defaults, enough for an
+//     election): ErrUnavailable after that. A read goes to the next node at
+//     once instead, and pauses only when it has been round them all.
+//   - A write sent whose reply was lost (connection reset, ReadTimeout) or
+//     answered INDETERMINATE is sent again with the same session and sequence
+//     number, counted in Retries too; the first answer that comes back is the
+//     write's answer, however many attempts reached the cluster.
+//   - The context bounds it all: dials, writes and reads take its deadline,
+//     and when it ends the call returns at once.
+//
+// AUTH refusals (ErrAuth) and domain errors are never retried.
 //
 // # Exactly-once writes
 //
 // Every mutation travels as IDEM session seq <command>: the cluster applies each
-// (session, seq) at most once and answers a repeat with the first answer. A
-// write whose fate is unknown (a timeout, a connection lost after sending, a
-// leader lost after proposing) is therefore retried with the same session and
-// sequence number, and lands exactly once: a retried CF.ADD stores one copy, a
-// retried CF.DEL deletes one. The client keeps a pool of sessions and never has
-// two writes of one session in flight, so a retry always finds its result in
-// the server's window. Only when every retry fails does a write return an error
-// wrapping ErrIndeterminate, which means "may or may not have been applied";
-// every other error means it was not.
+// (session, seq) at most once and answers a repeat with the first answer
+// (PROTOCOL.md; it keeps a session's latest 128 answers, for 15 minutes after
+// the session's last request). The client lends each call a session of its own
+// pool and never has more than 64 writes of one session outstanding, so every
+// retry within a call finds its answer. A write that must be retried across
+// calls takes a Key: NewKey names one write, WithKey sends it under that name.
+// Keys can be stored (String, ParseKey) and re-sent by another process.
+// KeyLifetime bounds how long after NewKey a key is sent; a key is for one
+// command with one set of arguments.
 //
-// Sessions are forgotten by the server after 15 minutes without a request;
-// a write retried for longer than that could be applied twice.
+// # Batches
+//
+// A Pipeline queues commands and sends them in one round trip, each write
+// still exactly-once. A Bulk (or AddAll, for a slice) streams many items into
+// one filter in chunks of BF.MADD / CF.INSERT / CBF.MADD, several chunks
+// outstanding at once, and reports per item whether it was new.
 package client

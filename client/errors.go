@@ -4,21 +4,35 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// Errors. A write that returns an error not wrapping ErrIndeterminate was not
-// applied.
+// Errors. Every error a write returns either wraps ErrIndeterminate (it may
+// have been applied) or means that it was not applied. See the package
+// documentation for what to do after each.
 var (
-	// ErrIndeterminate: the write may or may not have been applied; every retry
-	// failed. Because the client retries with one session and sequence number,
-	// it was applied at most once.
+	// ErrIndeterminate: the write was sent and may or may not have been
+	// applied: its reply was lost, the deadline passed while it was in
+	// flight, or a node answered that its outcome is unknown, and retrying
+	// did not settle it. It was applied at most once. Retrying it with the
+	// same Key (WithKey) applies it at most once in all and returns the
+	// first answer.
 	ErrIndeterminate = errors.New("rookery: write outcome unknown")
-	// ErrUnavailable: no node could serve the request (no leader, nodes down);
-	// nothing was applied.
+	// ErrUnavailable: nothing was applied, and the cluster could not take the
+	// request now: no node could be reached (refused, timed out, TLS or
+	// connection set-up failed), the request never left the client, or the
+	// nodes reached answered that they could not apply it (no leader, an
+	// election) until the retries or the context ran out. Retrying later is
+	// safe.
 	ErrUnavailable = errors.New("rookery: cluster unavailable")
-	// ErrClosed: the client was closed.
+	// ErrKeyExpired: a write given a Key (WithKey) older than KeyLifetime was
+	// not sent, or the cluster had forgotten the key's answer and did not
+	// apply it again. Whether its first attempt was applied cannot be known
+	// from the cluster any more; decide from the data (read it) before
+	// writing again under a new key.
+	ErrKeyExpired = errors.New("rookery: write key too old to retry safely")
+	// ErrAuth: the node refused the password; nothing was applied.
+	ErrAuth = errors.New("rookery: authentication failed")
+	// ErrClosed: the client was closed; nothing was applied.
 	ErrClosed = errors.New("rookery: client closed")
 
 	// ErrNotFound: the filter does not exist.
@@ -34,59 +48,119 @@ var (
 	ErrTooLarge = errors.New("rookery: memory limit exceeded")
 )
 
-// errClass says what an error from a node means for a retry.
-type errClass int
-
-const (
-	final          errClass = iota // an answer: success or a domain error
-	notApplied                     // safe to retry, nothing happened
-	outcomeUnknown                 // retry with the same session only
-)
-
-func classify(err error) errClass {
-	if err == nil || errors.Is(err, redis.Nil) {
-		return final
-	}
-	var re redis.Error
-	if errors.As(err, &re) {
-		msg := re.Error()
-		switch {
-		case hasPrefix(msg, "CLUSTERDOWN"), hasPrefix(msg, "TRYAGAIN"), hasPrefix(msg, "SHUTDOWN"),
-			hasPrefix(msg, "LOADING"):
-			return notApplied
-		case hasPrefix(msg, "INDETERMINATE"):
-			return outcomeUnknown
-		}
-		return final
-	}
-	// A broken connection or a timeout: the request may have been sent.
-	return outcomeUnknown
+// NodeError is a failure at one node: its RESP address and what happened
+// there. The errors a call returns wrap one (or several, one per node, when no
+// node could be reached), so errors.As finds the node.
+type NodeError struct {
+	Addr string
+	Err  error
 }
 
-func hasPrefix(s, p string) bool { return strings.HasPrefix(s, p) }
+// Error is "addr: what happened".
+func (e *NodeError) Error() string { return e.Addr + ": " + e.Err.Error() }
+
+// Unwrap returns what happened at the node.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// nodeErrors is every node's failure when none could be reached.
+type nodeErrors []error
+
+func (e nodeErrors) Error() string {
+	parts := make([]string, len(e))
+	for i, err := range e {
+		parts[i] = err.Error()
+	}
+	return "no node reachable: " + strings.Join(parts, "; ")
+}
+
+func (e nodeErrors) Unwrap() []error { return e }
+
+// callError is a call the client gave up on: ErrIndeterminate or
+// ErrUnavailable, the command, the failure that decided the class, and why
+// the client stopped retrying.
+type callError struct {
+	class error
+	cmd   string
+	cause error
+	stop  error
+}
+
+func (e *callError) Error() string {
+	s := e.class.Error() + ": " + e.cmd
+	switch {
+	case e.cause == nil && e.stop != nil:
+		s += ": " + e.stop.Error()
+	case e.cause != nil && e.stop != nil:
+		s += ": " + e.cause.Error() + " (gave up: " + e.stop.Error() + ")"
+	case e.cause != nil:
+		s += ": " + e.cause.Error()
+	}
+	return s
+}
+
+func (e *callError) Unwrap() []error {
+	out := []error{e.class}
+	for _, err := range []error{e.cause, e.stop} {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// replyClass says what an error reply means for a retry.
+type replyClass int
+
+const (
+	answer     replyClass = iota // success or a domain error: final
+	notApplied                   // nothing happened: retry, with a pause
+	unknown                      // may have happened: retry with the same key only
+)
+
+// classify reads a reply. Only replies the nodes send for "not applied, try
+// again" (transport/DESIGN.md, Error classes) and INDETERMINATE are retried;
+// every other error reply is an answer.
+func classify(r reply) replyClass {
+	switch {
+	case !r.isError():
+		return answer
+	case hasNotAppliedPrefix(r.str):
+		return notApplied
+	case strings.HasPrefix(r.str, "INDETERMINATE"):
+		return unknown
+	}
+	return answer
+}
+
+func hasNotAppliedPrefix(msg string) bool {
+	for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "SHUTDOWN", "LOADING",
+		"ERR max number of clients reached", "ERR server request buffers are full"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
 
 // serverErr turns a node's error reply into one of the package's errors,
 // keeping the node's text.
-func serverErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, redis.Nil) {
-		return nil
-	}
-	msg := err.Error()
+func serverErr(msg string) error {
 	var kind error
 	switch {
 	case msg == "ERR not found" || msg == "Not found":
 		kind = ErrNotFound
 	case msg == "ERR item exists":
 		kind = ErrExists
-	case hasPrefix(msg, "WRONGTYPE"):
+	case strings.HasPrefix(msg, "WRONGTYPE"):
 		kind = ErrWrongType
 	case msg == "Filter is full" || msg == "Maximum expansions reached" || msg == "ERR non scaling filter is full":
 		kind = ErrFull
-	case hasPrefix(msg, "OOM"):
+	case strings.HasPrefix(msg, "OOM"):
 		kind = ErrTooLarge
+	case strings.HasPrefix(msg, "ERR IDEM sequence number too old"):
+		kind = ErrKeyExpired
+	case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"):
+		kind = ErrAuth
 	default:
 		return fmt.Errorf("rookery: %s", msg)
 	}

@@ -229,11 +229,16 @@ func (s *lineSource) lines(r io.Reader, item func(string) bool) error {
 			buf = append(buf, 0)[:len(buf)]
 		}
 		m, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+m]
-		end := bytes.LastIndexByte(buf, '\n') + 1
+		old := len(buf)
+		buf = buf[:old+m]
+		// Only the new bytes can hold a newline: the older ones had none.
+		end := 0
+		if i := bytes.LastIndexByte(buf[old:], '\n'); i >= 0 {
+			end = old + i + 1
+		}
 		if err == io.EOF && end < len(buf) {
-			end = len(buf) // the last line, without its newline
-			buf = append(buf, '\n')
+			buf = append(buf, '\n') // the last line, without its newline
+			end = len(buf)
 		}
 		if end > 0 {
 			if !s.block(string(buf[:end]), item) {

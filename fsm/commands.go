@@ -122,7 +122,16 @@ func (f *FSM) applyAdd(c *Command) *Result {
 	}
 	r := &Result{Ints: make([]int64, 0, len(c.Items))}
 	f.mutate(e, func(flt filters.Filter) {
-		for _, it := range c.Items {
+		// A batch reads ahead the memory of each window of items before
+		// adding them (filters/prefetch.go); one item gains nothing.
+		pf, _ := flt.(filters.Prefetcher)
+		if len(c.Items) < 2 {
+			pf = nil
+		}
+		for i, it := range c.Items {
+			if pf != nil && i%filters.PrefetchWindow == 0 {
+				pf.Prefetch(c.Items[i:min(i+filters.PrefetchWindow, len(c.Items))])
+			}
 			v, err, stop := addItem(flt, it, c.NX, c.Multi)
 			if mutant.On(mutant.AddTwice) && err == nil {
 				addItem(flt, it, c.NX, c.Multi)

@@ -45,3 +45,29 @@ func BenchmarkScalableAddBatch(b *testing.B) {
 	}
 }
 
+
+// BenchmarkCuckooAddBatch is BenchmarkScalableAddBatch for a cuckoo filter
+// with CF.RESERVE's defaults.
+func BenchmarkCuckooAddBatch(b *testing.B) {
+	for _, pf := range []bool{false, true} {
+		b.Run(fmt.Sprintf("prefetch=%v", pf), func(b *testing.B) {
+			c, err := NewCuckoo(CuckooConfig{Capacity: 12_000_000, BucketSize: 2, FingerprintBits: 8, MaxIterations: 20, Expansion: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			items := benchItems(b.N, 1)
+			b.ResetTimer()
+			for i := 0; i < len(items); i += PrefetchWindow {
+				win := items[i:min(i+PrefetchWindow, len(items))]
+				if pf {
+					c.Prefetch(win)
+				}
+				for _, it := range win {
+					if err := c.Add(it); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}

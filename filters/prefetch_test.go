@@ -1,6 +1,7 @@
 package filters
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"testing"
@@ -70,4 +71,51 @@ func BenchmarkCuckooAddBatch(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestPrefetchChangesNothing: reading ahead leaves every kind that does it
+// byte for byte as it was, the blocked and the classic Bloom layouts (error
+// rate 1e-6 is classic), a scalable filter and a cuckoo filter of two
+// sub-filters each.
+func TestPrefetchChangesNothing(t *testing.T) {
+	blocked, _ := NewBloom(1000, 0.01)
+	classic, _ := NewBloom(1000, 1e-6)
+	if classic.blocks != 0 || blocked.blocks == 0 {
+		t.Fatalf("layouts: classic %d blocks, blocked %d", classic.blocks, blocked.blocks)
+	}
+	scalable, _ := NewScalable(100, 0.01, 2, false)
+	cuckoo, _ := NewCuckoo(CuckooConfig{Capacity: 100, BucketSize: 2, MaxIterations: 5, Expansion: 2})
+	items := benchItems(300, 7)
+	for _, it := range items[:200] {
+		blocked.Add(it)
+		classic.Add(it)
+		if _, err := scalable.Add(it); err != nil {
+			t.Fatal(err)
+		}
+		if err := cuckoo.Add(it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(scalable.filters) < 2 || len(cuckoo.subs) < 2 {
+		t.Fatalf("want two sub-filters: scalable %d, cuckoo %d", len(scalable.filters), len(cuckoo.subs))
+	}
+	for _, f := range []interface {
+		Filter
+		Prefetcher
+	}{blocked, classic, scalable, cuckoo} {
+		before := encoded(t, f)
+		f.Prefetch(items)
+		if !bytes.Equal(before, encoded(t, f)) {
+			t.Errorf("%v: Prefetch changed the filter", f.Kind())
+		}
+	}
+}
+
+func encoded(t *testing.T, f Filter) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if _, err := f.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }

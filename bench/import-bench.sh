@@ -10,6 +10,11 @@
 #   bench/import-bench.sh                  # defaults: 10000000 keys, 1 round
 #   KEYS=2000000 ROUNDS=3 bench/import-bench.sh
 #   CHUNK=5000 INFLIGHT=16 bench/import-bench.sh   # rookery import's --chunk, --inflight
+#   BASE=<commit> bench/import-bench.sh    # also nodes built from <commit>, for a before/after
+#
+# With BASE, each round also loads into a cluster of nodes built from that
+# commit (the importing client is always this checkout's), right after the
+# same load into this checkout's nodes, so that the two see the same machine.
 #
 # It installs redis-tools and redis-server with apt-get when they are missing,
 # builds the rookery binary, generates the keys once (16 hex digits of
@@ -90,19 +95,27 @@ cpu() {
 
 echo "building rookery" >&2
 CGO_ENABLED=0 go build -o "$work/rookery" ./cmd/node
+if [ -n "${BASE:-}" ]; then
+	echo "building rookery at $BASE" >&2
+	mkdir -p "$work/base"
+	git archive "$BASE" | tar -x -C "$work/base"
+	(cd "$work/base" && CGO_ENABLED=0 go build -o "$work/rookery-base" ./cmd/node)
+	base_name=$(git rev-parse --short "$BASE")
+fi
 
 echo "generating $KEYS keys" >&2
 head -c $((KEYS * 8)) /dev/urandom | xxd -p -c 8 >"$work/keys.txt"
 awk '{ printf "*3\r\n$4\r\nSADD\r\n$5\r\nbench\r\n$16\r\n%s\r\n", $1 }' "$work/keys.txt" >"$work/sadd.resp"
 
-# node ID DIR EXTRA... starts a node on free ports and sets resp, http, gossip
-# and pid to its addresses' ports and its process id.
+# node ID DIR EXTRA... starts a node of $nodebin on free ports and sets resp,
+# http, gossip and pid to its addresses' ports and its process id.
+nodebin=$work/rookery
 node() {
 	local id=$1 dir=$2 attempt
 	shift 2
 	for attempt in 1 2 3 4 5; do
 		resp=$(free_port) http=$(free_port) gossip=$(free_port)
-		"$work/rookery" --id "$id" --data-dir "$dir" --log-level warn \
+		"$nodebin" --id "$id" --data-dir "$dir" --log-level warn \
 			--resp-addr "127.0.0.1:$resp" --http-addr "127.0.0.1:$http" \
 			--raft-addr "127.0.0.1:$(free_port)" --gossip-addr "127.0.0.1:$gossip" "$@" >/dev/null 2>>"$work/$id.log" &
 		pid=$!
@@ -179,15 +192,18 @@ redis_round() {
 	rm -rf "$dir"
 }
 
+# rookery_round KIND BINARY LABEL loads the keys into a fresh cluster of
+# BINARY's nodes with this checkout's rookery import.
 rookery_round() {
 	local kind=$1 wall user sys before after
+	nodebin=$2
 	cluster "$kind$round"
 	before=$(cpu "${nodes[@]}")
 	timed "$work/t" "$work/rookery" import --addr "127.0.0.1:$leader" --key bench --kind "$kind" \
 		--capacity "$KEYS" --chunk "$CHUNK" --inflight "$INFLIGHT" --progress none "$work/keys.txt"
 	read -r wall user sys <"$work/t"
 	after=$(cpu "${nodes[@]}")
-	row "Rookery: rookery import --kind $kind, 3 nodes" "$wall" "$(awk -v a="$after" -v b="$before" 'BEGIN { print a - b }')" \
+	row "Rookery: rookery import --kind $kind, 3 nodes$3" "$wall" "$(awk -v a="$after" -v b="$before" 'BEGIN { print a - b }')" \
 		"$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" "$redis_rate"
 	stop "${nodes[@]}"
 	rm -rf "$work/$kind$round"-*
@@ -200,6 +216,9 @@ printf '|---:|---|---:|---:|---:|---:|---:|\n'
 for round in $(seq 1 "$ROUNDS"); do
 	redis_round
 	for kind in $KINDS; do
-		rookery_round "$kind"
+		rookery_round "$kind" "$work/rookery" ""
+		if [ -n "${BASE:-}" ]; then
+			rookery_round "$kind" "$work/rookery-base" " at $base_name"
+		fi
 	done
 done

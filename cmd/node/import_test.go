@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"compress/gzip"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rookerydb/rookery/internal/nodeproc"
 )
 
 // runImport runs `rookery import` with args and stdin, and returns its exit
@@ -287,21 +290,12 @@ func TestImportErrors(t *testing.T) {
 
 var resumeLine = regexp.MustCompile(`resume with --skip (\d+)`)
 
-// TestImportResume: an import into a cuckoo filter on a three-node cluster
-// (through a follower), interrupted with SIGINT part way, then resumed with
-// the --skip it printed, holds every key exactly once: the filter's item
-// count is the number of keys, and every key's CF.COUNT is what a single
-// uninterrupted import of the same file gives.
-func TestImportResume(t *testing.T) {
-	cl := startCluster(t, 3)
-	leader := cl.leader(10 * time.Second)
-	follower := cl.followers()[0]
-	const keys = 300000
-	file := filepath.Join(t.TempDir(), "keys.txt")
-	lines := writeKeys(t, file, 0, keys, 1000, false)
-
-	cmd := exec.Command(binary, "import", "--addr", follower.RESP, "--key", "resumed", "--kind", "cf",
-		"--capacity", "600000", "--chunk", "1000", "--inflight", "8", "--progress", "log", "--log-every", "50ms", file)
+// interruptImport starts `rookery import` with args, sends it sig once it has
+// loaded some keys, checks that it stops as documented, and returns the line
+// it says to resume from.
+func interruptImport(t *testing.T, sig syscall.Signal, args ...string) int {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"import", "--progress", "log", "--log-every", "50ms"}, args...)...)
 	var out strings.Builder
 	cmd.Stdout = &out
 	stderr, err := cmd.StderrPipe()
@@ -321,7 +315,7 @@ func TestImportResume(t *testing.T) {
 			break // part way: some keys are in, most are not
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	rest, _ := io.ReadAll(stderr)
@@ -335,7 +329,55 @@ func TestImportResume(t *testing.T) {
 		t.Fatalf("no resume line:\n%s%s", out.String(), log.String())
 	}
 	skip, _ := strconv.Atoi(m[1])
-	if skip == 0 || skip >= lines {
+	if skip == 0 {
+		t.Fatalf("interrupted before any key was acknowledged:\n%s%s", out.String(), log.String())
+	}
+	return skip
+}
+
+// TestImportSIGTERM: SIGTERM stops an import as SIGINT does; resuming from the
+// line it prints completes it, every key once (a counting filter counts the
+// copies exactly: its 8-bit counters do not collide at this load).
+func TestImportSIGTERM(t *testing.T) {
+	p := devNode(t, t.TempDir())
+	c := p.client(2)
+	const keys = 200000
+	file := filepath.Join(t.TempDir(), "keys.txt")
+	writeKeys(t, file, 0, keys, 0, false)
+	if err := c.Do(bg(), "CBF.RESERVE", "counts", "0.0001", keys, "COUNTERBITS", "8").Err(); err != nil {
+		t.Fatal(err)
+	}
+	skip := interruptImport(t, syscall.SIGTERM, "--addr", p.RESP, "--key", "counts", "--kind", "cbf", "--chunk", "1000", file)
+	if n := infoInt64(t, c, "CBF", "counts", "Number of items inserted"); n != int64(skip) {
+		t.Errorf("after SIGTERM at line %d: %d items", skip, n)
+	}
+	code, out, errOut := runImport(t, nil, "--addr", p.RESP, "--key", "counts", "--kind", "cbf", "--skip", strconv.Itoa(skip), file)
+	if code != 0 || infoInt64(t, c, "CBF", "counts", "Number of items inserted") != keys {
+		t.Fatalf("resumed: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, i := range []int{0, skip - 1, skip, keys - 1} {
+		if n, err := c.Do(bg(), "CBF.COUNT", "counts", importKey(i)).Int64(); err != nil || n != 1 {
+			t.Errorf("CBF.COUNT %s = %d, %v", importKey(i), n, err)
+		}
+	}
+}
+
+// TestImportResume: an import into a cuckoo filter on a three-node cluster
+// (through a follower), interrupted with SIGINT part way, then resumed with
+// the --skip it printed, holds every key exactly once: the filter's item
+// count is the number of keys, and every key's CF.COUNT is what a single
+// uninterrupted import of the same file gives.
+func TestImportResume(t *testing.T) {
+	cl := startCluster(t, 3)
+	leader := cl.leader(10 * time.Second)
+	follower := cl.followers()[0]
+	const keys = 300000
+	file := filepath.Join(t.TempDir(), "keys.txt")
+	lines := writeKeys(t, file, 0, keys, 1000, false)
+
+	skip := interruptImport(t, syscall.SIGINT, "--addr", follower.RESP, "--key", "resumed", "--kind", "cf",
+		"--capacity", "600000", "--chunk", "1000", "--inflight", "8", file)
+	if skip >= lines {
 		t.Fatalf("interrupted at line %d of %d: not part way", skip, lines)
 	}
 	c := client(t, leader.RESP, 2)
@@ -343,7 +385,7 @@ func TestImportResume(t *testing.T) {
 		t.Errorf("after the interruption: %d items for %d lines", n, skip)
 	}
 
-	code, out2, errOut := runImport(t, nil, "--addr", follower.RESP, "--key", "resumed", "--kind", "cf", "--skip", m[1], file)
+	code, out2, errOut := runImport(t, nil, "--addr", follower.RESP, "--key", "resumed", "--kind", "cf", "--skip", strconv.Itoa(skip), file)
 	if code != 0 {
 		t.Fatalf("resumed import: exit %d\n%s%s", code, out2, errOut)
 	}
@@ -369,5 +411,35 @@ func TestImportResume(t *testing.T) {
 				t.Fatalf("%s: CF.COUNT %d after the resume, %d in one go", importKey(a+j), got[j].Val(), want[j].Val())
 			}
 		}
+	}
+}
+
+// TestImportTLS: a node serving RESP over TLS that wants client certificates
+// takes an import given --cacert, --cert and --cert-key, and refuses one
+// without the certificate.
+func TestImportTLS(t *testing.T) {
+	dir := t.TempDir()
+	if err := nodeproc.MakeCerts(binary, dir, "n1", "app"); err != nil {
+		t.Fatal(err)
+	}
+	sec := nodeproc.Security{CertDir: dir, GossipKey: base64.StdEncoding.EncodeToString(make([]byte, 16)),
+		Password: "s3cret", RESPTLS: true, HTTPTLS: true}
+	args := append([]string{"--id", "n1", "--data-dir", filepath.Join(dir, "data"), "--bootstrap-expect", "1", "--tls-client-auth"},
+		nodeproc.EphemeralAddrs()...)
+	p := startProc(t, nil, append(args, sec.Flags("n1")...)...)
+	p.Sec = sec
+	p.waitReady(10 * time.Second)
+	file := filepath.Join(dir, "keys")
+	writeKeys(t, file, 0, 100, 0, false)
+	ca := filepath.Join(dir, "ca.pem")
+
+	code, out, errOut := runImport(t, nil, "--addr", p.RESP, "--key", "k", "--password", "s3cret", "--cacert", ca,
+		"--cert", filepath.Join(dir, "app.pem"), "--cert-key", filepath.Join(dir, "app-key.pem"), file)
+	if code != 0 || !strings.Contains(out, "imported 100 keys") {
+		t.Fatalf("with a client certificate: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runImport(t, nil, "--addr", p.RESP, "--key", "k", "--password", "s3cret", "--cacert", ca, file)
+	if code != 1 || !strings.Contains(errOut, "cannot reach the cluster") {
+		t.Errorf("without a client certificate: exit %d\n%s%s", code, out, errOut)
 	}
 }

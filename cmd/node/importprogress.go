@@ -42,11 +42,11 @@ func (im *importer) startProgress() {
 		p.bar = progressbar.NewOptions64(totalSize(im.inputs),
 			progressbar.OptionSetWriter(im.stderr),
 			progressbar.OptionShowBytes(true),
+			progressbar.OptionShowCount(),
 			progressbar.OptionUseIECUnits(true),
 			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionSetElapsedTime(true),
 			progressbar.OptionSetWidth(30),
-			progressbar.OptionThrottle(barRefresh/2),
 			progressbar.OptionSetRenderBlankState(true),
 			progressbar.OptionSetDescription("import"))
 	}

@@ -32,12 +32,14 @@ const (
 //	1  [Type][1][payload]
 //	2  [Type][2][payload][CRC-32C of type, version and payload, little endian]
 //	3  as 2, each command ending with its fields (codec.go)
+//	4  ops RENAME, FLUSH and COMPACT
+//	5  field 1, max filters (a cuckoo add's cf-max-expansions)
 //
 // The version is also the "log format" a node advertises: the highest it can
 // apply. A leader writes the highest version every member can read (cluster
 // negotiates it over gossip), so a rolling upgrade never hands an old node an
 // entry it cannot apply.
-const CodecVersion = CodecV4
+const CodecVersion = CodecV5
 
 // Entry codec versions.
 const (
@@ -45,6 +47,7 @@ const (
 	CodecV2 = 2 // a CRC-32C closes every entry
 	CodecV3 = 3 // commands carry fields: optional, or ones a node must understand
 	CodecV4 = 4 // ops RENAME, FLUSH and COMPACT
+	CodecV5 = 5 // field 1: Command.MaxFilters
 )
 
 // Op is what a Command does.
@@ -66,7 +69,10 @@ const (
 // MinCodec is the lowest log format that can carry c: a leader proposes c only
 // once every member reads it.
 func MinCodec(c *Command) byte {
-	if c.Op >= OpRename {
+	switch {
+	case c.MaxFilters != 0:
+		return CodecV5
+	case c.Op >= OpRename:
 		return CodecV4
 	}
 	return CodecV1
@@ -119,7 +125,13 @@ type Command struct {
 	Multi    bool     // OpAdd: an array reply (MADD/INSERT), per-item outcomes instead of one error
 	Iter     int64    // OpLoadChunk
 	Data     []byte   // OpLoadChunk
-	Session  Session
+	// MaxFilters, on an OpAdd of the CF family, refuses the add
+	// (ErrMaxExpansions) when the filter already has this many sub-filters:
+	// the proposing node's cf-max-expansions, carried in the command so that
+	// every replica refuses the same adds. 0 leaves the filters' own limit
+	// (filters.MaxCuckooFilters); log format 5 on (MinCodec).
+	MaxFilters uint32
+	Session    Session
 	// Time is the leader's clock (Unix nanoseconds) when it proposed the command.
 	// Sessions expire by it, never by a replica's own clock.
 	Time int64

@@ -31,6 +31,10 @@ import (
 //	fields (version 3 on)                   uvarint count, each uvarint key,
 //	                                        uvarint length, bytes
 //
+// The fields this build knows:
+//
+//	tag 1, must understand (version 5 on)   MaxFilters: uvarint, 1 to 65535
+//
 // Fields are how a command grows without a new layout: a field's key is its tag
 // shifted left by one, the low bit set when a node must understand the field to
 // apply the command (fieldMust). Tags are strictly ascending. A node skips a
@@ -81,16 +85,33 @@ func (e *FormatError) Is(target error) bool { return target == ErrNewerFormat }
 // fieldMust is the bit of a field's key that says it may not be ignored.
 const fieldMust = 1
 
-// field is one tagged value of a command (version 3 on). This build knows no
-// tags yet; knownField says which it does.
+// field is one tagged value of a command (version 3 on).
 type field struct {
 	tag  uint64
 	must bool
 	val  []byte
 }
 
-// knownField reports whether this build understands field tag.
-func knownField(tag uint64) bool { return false }
+// Field tags this build knows, and the log format each first appeared in.
+const (
+	tagMaxFilters = 1 // Command.MaxFilters; must be understood
+)
+
+// knownField reports whether this build understands field tag in an entry of
+// log format v: a field is only known in the formats that have it, so that a
+// node held at an older format refuses it as that build would.
+func knownField(tag uint64, v byte) bool { return tag == tagMaxFilters && v >= CodecV5 }
+
+// commandFields are the fields that carry c's values in log format v, before
+// extra (tests use extra to write fields this build does not know; their tags
+// are above the known ones).
+func commandFields(c *Command, v byte, extra []field) []field {
+	if c.MaxFilters == 0 || v < CodecV5 {
+		return extra
+	}
+	f := field{tag: tagMaxFilters, must: true, val: binary.AppendUvarint(nil, uint64(c.MaxFilters))}
+	return append([]field{f}, extra...)
+}
 
 // entryTrailer is the size of a version 2 entry's checksum.
 const entryTrailer = 4
@@ -124,6 +145,7 @@ func EncodeCommandVersion(c *Command, v byte) []byte { return encodeCommandField
 // encodeCommandFields encodes c with fields (version 3 on; tests use it to
 // write fields this build does not know).
 func encodeCommandFields(c *Command, v byte, fields []field) []byte {
+	fields = commandFields(c, v, fields)
 	b := make([]byte, 0, 2+commandSize(c, v, fields)+entryTrailer)
 	b = append(b, byte(TypeCommand), v)
 	return sealEntry(appendCommand(b, c, v, fields))
@@ -133,16 +155,17 @@ func encodeCommandFields(c *Command, v byte, fields []field) []byte {
 func EncodeBatchVersion(cs []*Command, v byte) []byte {
 	size := 2 + binary.MaxVarintLen64 + entryTrailer
 	for _, c := range cs {
-		size += binary.MaxVarintLen64 + commandSize(c, v, nil)
+		size += binary.MaxVarintLen64 + commandSize(c, v, commandFields(c, v, nil))
 	}
 	b := make([]byte, 0, size)
 	b = append(b, byte(TypeBatch), v)
 	b = binary.AppendUvarint(b, uint64(len(cs)))
 	for _, c := range cs {
-		b = binary.AppendUvarint(b, uint64(commandSize(c, v, nil)))
+		fields := commandFields(c, v, nil)
+		b = binary.AppendUvarint(b, uint64(commandSize(c, v, fields)))
 		at := len(b)
-		b = appendCommand(b, c, v, nil)
-		if len(b)-at != commandSize(c, v, nil) {
+		b = appendCommand(b, c, v, fields)
+		if len(b)-at != commandSize(c, v, fields) {
 			panic("fsm: command size mismatch")
 		}
 	}
@@ -522,7 +545,7 @@ func (d *decoder) command() *Command {
 		c.Data = d.bytes(d.count())
 	}
 	if d.v >= CodecV3 {
-		d.fields()
+		d.fields(c)
 	}
 	if d.err != nil {
 		return nil
@@ -530,9 +553,9 @@ func (d *decoder) command() *Command {
 	return c
 }
 
-// fields reads a command's fields: it skips those it does not know that may
-// be ignored and refuses the entry at one that may not.
-func (d *decoder) fields() {
+// fields reads a command's fields into c: it skips those it does not know
+// that may be ignored and refuses the entry at one that may not.
+func (d *decoder) fields(c *Command) {
 	n := d.count()
 	var last uint64
 	for i := 0; i < n && d.err == nil; i++ {
@@ -547,14 +570,28 @@ func (d *decoder) fields() {
 			return
 		}
 		last = tag
-		if knownField(tag) {
-			continue // none yet: a later build decodes val here
+		if knownField(tag, d.v) {
+			d.knownField(c, tag, key&fieldMust != 0, val)
+			continue
 		}
 		if key&fieldMust != 0 {
 			d.newer(fmt.Sprintf("field %d it must understand", tag))
 			return
 		}
 		_ = val // an optional field this build does not know: skipped
+	}
+}
+
+// knownField decodes the value of a field this build knows into c.
+func (d *decoder) knownField(c *Command, tag uint64, must bool, val []byte) {
+	switch tag {
+	case tagMaxFilters:
+		v, n := binary.Uvarint(val)
+		if !must || n != len(val) || v == 0 || v > math.MaxUint16 {
+			d.fail("bad max filters field")
+			return
+		}
+		c.MaxFilters = uint32(v)
 	}
 }
 

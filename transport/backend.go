@@ -54,5 +54,6 @@ type queries interface {
 	Scan(cursor uint64, count int, match func(key string, k filters.Kind) bool) (uint64, []string)
 	Len() int
 	MemoryBytes() uint64
+	MemoryUsage(key string) (uint64, bool)
 	List() []fsm.Info
 }

@@ -134,7 +134,11 @@ func (f *fakeQueries) Scan(cursor uint64, count int, match func(string, filters.
 
 func (f *fakeQueries) Len() int            { return len(f.kinds) }
 func (f *fakeQueries) MemoryBytes() uint64 { return 0 }
-func (f *fakeQueries) List() []fsm.Info    { return nil }
+func (f *fakeQueries) MemoryUsage(key string) (uint64, bool) {
+	_, ok := f.kinds[key]
+	return 4096, ok
+}
+func (f *fakeQueries) List() []fsm.Info { return nil }
 
 func sortedKeys(m map[string]filters.Kind) []string {
 	var out []string

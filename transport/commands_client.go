@@ -123,11 +123,12 @@ func parseClientInfo(s *Server, args [][]byte) (op, error) {
 	}), nil
 }
 
-// parseClientList: CLIENT LIST [TYPE normal|master|replica|slave|pubsub] [ID
-// id...]. Every client is a normal one: TYPE normal lists them all, the other
-// types none.
+// parseClientList: CLIENT LIST [TYPE normal|master|replica|slave|pubsub] or
+// CLIENT LIST ID id... (each id's line in the order asked, unknown ids left
+// out, as Redis does). Every client is a normal one: TYPE normal lists them
+// all, the other types none.
 func parseClientList(s *Server, args [][]byte) (op, error) {
-	var ids map[uint64]bool
+	var ids []uint64
 	none := false
 	switch {
 	case len(args) == 2:
@@ -138,25 +139,32 @@ func parseClientList(s *Server, args [][]byte) (op, error) {
 		}
 		none = !normal
 	case len(args) > 3 && keyword(args[2], "ID"):
-		ids = map[uint64]bool{}
 		for _, a := range args[3:] {
 			id, ok := parseInt64(a)
 			if !ok {
 				return op{}, redisError("ERR Invalid client ID")
 			}
-			ids[uint64(id)] = true
+			ids = append(ids, uint64(id))
 		}
 	default:
 		return op{}, errSyntax
 	}
 	return localOp(func(c *session, w *reply) {
 		var b []byte
-		if !none {
-			now := time.Now()
-			for _, cn := range s.connList() {
-				if ids == nil || ids[cn.sess.id] {
-					b = append(cn.appendInfo(b, c, now), '\n')
+		now := time.Now()
+		conns := s.connList()
+		switch {
+		case none:
+		case ids != nil: // in the order asked, as often as asked
+			for _, id := range ids {
+				i := sort.Search(len(conns), func(i int) bool { return conns[i].sess.id >= id })
+				if i < len(conns) && conns[i].sess.id == id {
+					b = append(conns[i].appendInfo(b, c, now), '\n')
 				}
+			}
+		default:
+			for _, cn := range conns {
+				b = append(cn.appendInfo(b, c, now), '\n')
 			}
 		}
 		w.verbatim(string(b))

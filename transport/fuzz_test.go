@@ -75,7 +75,7 @@ func fuzzState(t *testing.T) *fsm.FSM {
 	q := fsm.New(fsm.Options{})
 	specs := map[string]fsm.Command{
 		"bf":  {Op: fsm.OpReserve, Family: fsm.FamilyBF, Spec: bfSpec(0.01, 50, 2, false)},
-		"cf":  {Op: fsm.OpReserve, Family: fsm.FamilyCF, Spec: defaultBloomConfig(1<<30).cfDefaultSpec(64)},
+		"cf":  {Op: fsm.OpReserve, Family: fsm.FamilyCF, Spec: defaultBloomConfig(1 << 30).cfDefaultSpec(64)},
 		"cbf": {Op: fsm.OpReserve, Family: fsm.FamilyCBF, Spec: cbfSpec(filters.KindCounting, 0.01, 50, 4)},
 	}
 	i := uint64(0)

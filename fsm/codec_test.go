@@ -380,6 +380,7 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(EncodeBatchVersion(sampleCommands(), CodecV2))
 	f.Add(encodeCommandFields(sampleCommands()[2], CodecV3, []field{{tag: 1, val: []byte("a")}, {tag: 9, must: true}}))
 	f.Add(encodeCommandFields(sampleCommands()[5], CodecV3, []field{{tag: 4, val: []byte{0, 1}}}))
+	f.Add(EncodeCommand(&Command{Op: OpAdd, Family: FamilyCF, Key: "c", Items: items("x"), MaxFilters: 7}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		typ, cs, err := DecodeEntry(data)
 		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNewerFormat) {

@@ -173,8 +173,8 @@ func listCommands(t map[string]*command) []*command {
 // (CLIENT LIST), and checks the arity, with Redis's errors. On an arity error
 // it returns the command too, whose call is then counted as rejected.
 func (s *Server) resolve(args [][]byte) (*command, error) {
-	cmd, ok := s.cmds[string(bytes.ToLower(args[0]))]
-	if !ok {
+	cmd := s.lookup(args[0])
+	if cmd == nil {
 		return nil, unknownCommand(args)
 	}
 	if cmd.subs == nil || len(args) < 2 {

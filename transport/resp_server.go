@@ -440,9 +440,7 @@ func (c *conn) exec(batch [][][]byte) {
 			break // QUIT: later requests are not served
 		}
 		o, err := c.s.parse(&c.sess, args)
-		if o.def != nil {
-			c.lastCmd.Store(o.def)
-		}
+		c.lastCmd.Store(o.def) // nil for an unknown command: "cmd=NULL", as Redis shows it
 		switch {
 		case err != nil:
 			c.immediate(o, start, func(w *reply) { w.fail(err) })

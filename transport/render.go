@@ -286,3 +286,14 @@ func (w *reply) failResult(r *fsm.Result) {
 	}
 	w.fail(redisError("ERR internal error: empty result"))
 }
+
+// set starts a set of n elements: RESP3 "~n", RESP2 an array.
+func (w *reply) set(n int) {
+	if w.resp3() {
+		w.b = append(w.b, '~')
+		w.b = strconv.AppendInt(w.b, int64(n), 10)
+		w.b = append(w.b, '\r', '\n')
+		return
+	}
+	w.array(n)
+}

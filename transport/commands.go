@@ -93,11 +93,42 @@ func (c *command) sub(name []byte) *command {
 	return nil
 }
 
-// maxChunkArgBytes bounds a LOADCHUNK's data. The biggest chunk SCANDUMP hands
-// out is a payload chunk: filters.DumpChunkBytes and a 4-byte checksum (the
-// header chunk is at most about 64 KB of parameters); the rest is slack, so a
-// chunk our own SCANDUMP produced is never refused.
-const maxChunkArgBytes = filters.DumpChunkBytes + 64
+// maxChunkArgBytes bounds a LOADCHUNK's data: the biggest chunk a SCANDUMP
+// hands out, RedisBloom's 16 MiB (filters.RBMaxChunkBytes; ours are at most
+// filters.DumpChunkBytes and a checksum, and headers far smaller); the rest is
+// slack, so a chunk a SCANDUMP produced is never refused.
+const maxChunkArgBytes = filters.RBMaxChunkBytes + 64
+
+// loadPieceBytes is the most chunk data one LOADCHUNK puts in one log entry. A
+// chunk of one of RedisBloom's dumps may be 16 MiB; a log of entries that big
+// would make a lagging follower's catch-up messages (up to 256 entries each)
+// huge. RedisBloom's chunks are plain bytes written where their iterator points,
+// so a larger one goes into the log as pieces, in order (splitChunk).
+const loadPieceBytes = 1 << 20
+
+// splitChunk returns the commands that carry cmd into the log: cmd itself, or,
+// for a LOADCHUNK of RedisBloom-format data larger than loadPieceBytes, one
+// LOADCHUNK per piece, each with the iterator just past its bytes. Our own
+// chunks (checksummed whole, never that large), headers, and commands under
+// IDEM (one sequence number, one command) go as they are.
+func splitChunk(cmd *fsm.Command) []*fsm.Command {
+	if cmd.Op != fsm.OpLoadChunk || len(cmd.Data) <= loadPieceBytes || cmd.Iter <= 1 ||
+		cmd.Session != (fsm.Session{}) || filters.IsDumpHeader(cmd.Data) {
+		return []*fsm.Command{cmd}
+	}
+	n := int64(len(cmd.Data))
+	if cmd.Iter < n {
+		return []*fsm.Command{cmd} // bad data as it is: the state machine says so
+	}
+	var out []*fsm.Command
+	for a := int64(0); a < n; a += loadPieceBytes {
+		b := min(a+loadPieceBytes, n)
+		pc := *cmd
+		pc.Iter, pc.Data = cmd.Iter-n+b, cmd.Data[a:b]
+		out = append(out, &pc)
+	}
+	return out
+}
 
 // idemPrefix is the arguments IDEM puts before the command it wraps
 // (IDEM client_id seq command ...).

@@ -262,7 +262,11 @@ type conn struct {
 // pending is a reply that must wait for an earlier write's outcome: a write's own
 // future, or an already rendered reply queued behind one.
 type pending struct {
-	fut    *cluster.Future
+	fut *cluster.Future
+	// more are the futures of the other pieces of a write sent as several
+	// (a large LOADCHUNK, splitChunk): the reply is the first failure, or the
+	// last piece's result.
+	more   []*cluster.Future
 	render func(*reply, *fsm.Result)
 	pre    []byte
 	proto  int
@@ -445,8 +449,13 @@ func (c *conn) exec(batch [][][]byte) {
 		case err != nil:
 			c.immediate(o, start, func(w *reply) { w.fail(err) })
 		case o.kind == opWrite:
-			c.pending = append(c.pending, pending{fut: c.s.be.Submit(o.cmd), render: o.render,
-				proto: c.sess.proto, name: o.name, def: o.def, start: start})
+			pieces := splitChunk(o.cmd)
+			p := pending{fut: c.s.be.Submit(pieces[0]), render: o.render,
+				proto: c.sess.proto, name: o.name, def: o.def, start: start}
+			for _, pc := range pieces[1:] {
+				p.more = append(p.more, c.s.be.Submit(pc))
+			}
+			c.pending = append(c.pending, p)
 			c.barrierDone = false
 		case o.kind == opRead:
 			c.drain()
@@ -488,6 +497,13 @@ func (c *conn) drain() {
 			continue
 		}
 		res, err := p.fut.Wait(ctx)
+		for _, f := range p.more {
+			if err != nil || (res != nil && res.Err != nil) {
+				f.Wait(ctx) // a later piece may still apply: wait it out, report the first failure
+				continue
+			}
+			res, err = f.Wait(ctx)
+		}
 		w := reply{b: c.out, proto: p.proto}
 		switch {
 		case err != nil:

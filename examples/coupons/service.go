@@ -246,7 +246,7 @@ func (s *Service) statsPage(w http.ResponseWriter, _ *http.Request) {
 func (s *Service) unavailable(w http.ResponseWriter, what string, err error) {
 	s.log.Warn("cluster unavailable", "err", err)
 	reply(w, http.StatusServiceUnavailable, map[string]any{
-		"error": "coupon cluster unavailable: " + what + "; try again later", "cause": err.Error()})
+		"error": "coupon cluster unavailable: " + what + "; try again later", "reason": err.Error()})
 }
 
 func (s *Service) fail(w http.ResponseWriter, what string, err error) {
@@ -257,7 +257,5 @@ func (s *Service) fail(w http.ResponseWriter, what string, err error) {
 func reply(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	_ = json.NewEncoder(w).Encode(v)
 }

@@ -43,6 +43,10 @@
 //     failover or a restart of this service. outbox.go has the policy,
 //     including what happens when a key outlives client.KeyLifetime.
 //
+// One process owns the bbolt file. To run several, put the store of record
+// in a shared database: the transactions stay the same, and the outbox's
+// claims (outbox.go) become row locks.
+//
 // Flags: -addr (RESP addresses of some nodes, comma-separated), -listen,
 // -db, -password, -cacert (the cluster CA, for nodes serving RESP over TLS),
 // -filter and -capacity (the cuckoo filter's name and size, created at

@@ -50,12 +50,14 @@ func cfInfo(t *testing.T, addr string) redis.CFInfo {
 }
 
 // lossyDialer opens the service's connections to the nodes. While armed, it
-// lets every CF.DEL reach the node and loses its reply, as a network failure
-// or a leader dying after the write would: the client cannot know whether
-// the delete happened, and after its retries reports ErrIndeterminate.
+// lets every command named cmd reach the node and loses its reply, as a
+// network failure or a leader dying after the write would: the client cannot
+// know whether the write happened, and after its retries reports
+// ErrIndeterminate.
 type lossyDialer struct {
+	cmd     []byte
 	armed   atomic.Bool
-	deletes atomic.Int32 // CF.DELs sent
+	sent    atomic.Int32 // commands named cmd sent
 	dropped atomic.Int32 // replies lost
 }
 
@@ -75,8 +77,8 @@ type lossyConn struct {
 }
 
 func (c *lossyConn) Write(b []byte) (int, error) {
-	if bytes.Contains(b, []byte("CF.DEL")) {
-		c.d.deletes.Add(1)
+	if bytes.Contains(b, c.d.cmd) {
+		c.d.sent.Add(1)
 		if c.d.armed.Load() {
 			c.lose.Store(true)
 		}
@@ -103,7 +105,7 @@ func (c *lossyConn) Read(b []byte) (int, error) {
 // cluster answers it without applying it a second time.
 func TestLostDeleteReplyFinishedOnce(t *testing.T) {
 	node := oneNode(t)
-	d := &lossyDialer{}
+	d := &lossyDialer{cmd: []byte("CF.DEL")}
 	c := newClient(t, client.Options{Addrs: []string{node.RESP}, Dialer: d.dial, Retries: 2})
 	s := newService(t, c, 1000)
 	h := serve(t, s)
@@ -127,17 +129,17 @@ func TestLostDeleteReplyFinishedOnce(t *testing.T) {
 		t.Fatalf("coupon after the redeem: %+v", cp)
 	}
 	if n, err := raw.CFCount(bg, testFilter, code); err != nil || n != 1 {
-		t.Fatalf("copies after a delete sent %d times: %d %v, want 1", d.deletes.Load(), n, err)
+		t.Fatalf("copies after a delete sent %d times: %d %v, want 1", d.sent.Load(), n, err)
 	}
 	// A second redeem is refused by the store while the delete is pending.
 	if v := h.must("POST", "/redeem/"+code, http.StatusConflict); result(v) != "already redeemed" {
 		t.Fatalf("second redeem: %v", v)
 	}
 
-	sent := d.deletes.Load()
+	sent := d.sent.Load()
 	d.armed.Store(false)
 	waitOutbox(t, s, 30*time.Second)
-	if d.deletes.Load() <= sent {
+	if d.sent.Load() <= sent {
 		t.Fatal("the outbox settled the delete without sending it")
 	}
 	if cp := mustGet(t, s.st, code); cp.Pending != "" || cp.Stale {
@@ -148,6 +150,46 @@ func TestLostDeleteReplyFinishedOnce(t *testing.T) {
 	}
 	if info := cfInfo(t, node.RESP); info.NumItemsDeleted != 1 || info.NumItemsInserted != 1 {
 		t.Fatalf("CF.INFO: %d deleted, %d held; want 1 and 1", info.NumItemsDeleted, info.NumItemsInserted)
+	}
+}
+
+// TestLostInsertReplyFinishedOnce: an issue whose CF.INSERT reply is lost
+// answers 202 with the codes: they are issued, and redeem once the filter has
+// confirmed them. Until then a redeem answers 503 and changes nothing. Another
+// process of the service (a restart) finishes the insert from the store, under
+// the same key, and the codes are in the filter once.
+func TestLostInsertReplyFinishedOnce(t *testing.T) {
+	node := oneNode(t)
+	d := &lossyDialer{cmd: []byte("CF.INSERT")}
+	c := newClient(t, client.Options{Addrs: []string{node.RESP}, Dialer: d.dial, Retries: 2})
+	s := newService(t, c, 1000)
+	h := serve(t, s)
+	d.armed.Store(true)
+	v := h.must("POST", "/campaigns/lossy/issue?n=3", http.StatusAccepted)
+	list, _ := v["codes"].([]any)
+	if len(list) != 3 || d.dropped.Load() < 3 {
+		t.Fatalf("issue with its replies lost (%d): %v", d.dropped.Load(), v)
+	}
+	code := list[0].(string)
+	v = h.must("POST", "/redeem/"+code, http.StatusServiceUnavailable)
+	if cp := mustGet(t, s.st, code); cp.State != StateIssued || cp.Pending != opAdd {
+		t.Fatalf("coupon after a 503: %+v (%v)", cp, v)
+	}
+
+	// The service restarts: a new client, the same store.
+	c2 := newClient(t, client.Options{Addrs: []string{node.RESP}})
+	s2 := NewService(c2, s.st, testFilter, s.log)
+	if left := s2.DrainOutbox(bg); left != 0 {
+		t.Fatalf("%d operations left", left)
+	}
+	for _, x := range list {
+		if n, err := c2.CFCount(bg, testFilter, x.(string)); err != nil || n != 1 {
+			t.Fatalf("%s: %d copies after an insert sent %d times (%v), want 1", x, n, d.sent.Load()+1, err)
+		}
+	}
+	h2 := serve(t, s2)
+	if v := h2.must("POST", "/redeem/"+code, http.StatusOK); result(v) != "redeemed" {
+		t.Fatalf("redeem once the insert settled: %v", v)
 	}
 }
 

@@ -44,8 +44,8 @@
 //     including what happens when a key outlives client.KeyLifetime.
 //
 // One process owns the bbolt file. To run several, put the store of record
-// in a shared database: the transactions stay the same, and the outbox's
-// claims (outbox.go) become row locks.
+// in a shared database: the transactions stay the same, and the claims that
+// keep two senders off one outbox entry (outbox.go) become row locks.
 //
 // Flags: -addr (RESP addresses of some nodes, comma-separated), -listen,
 // -db, -password, -cacert (the cluster CA, for nodes serving RESP over TLS),

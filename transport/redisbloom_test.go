@@ -222,3 +222,24 @@ func TestSplitChunk(t *testing.T) {
 		t.Error("a chunk of one piece was split")
 	}
 }
+
+// TestEmptyCuckooDumpsNothing: RedisBloom dumps no cuckoo filter without items:
+// CF.SCANDUMP answers [0, nil] at once, whatever the cursor, in either layout.
+func TestEmptyCuckooDumpsNothing(t *testing.T) {
+	for _, layout := range []string{LayoutRookery, LayoutRedisBloom} {
+		ts := mustStartServer(t, Config{FilterLayout: layout})
+		ctx := context.Background()
+		c := newGoRedis(t, ts.addr, 2, "")
+		res(c.CFReserve(ctx, "e", 100).Result()).must(t)
+		for _, iter := range []int64{0, 1, 77} {
+			r := res(c.Do(ctx, "CF.SCANDUMP", "e", iter).Slice()).must(t)
+			if len(r) != 2 || r[0] != int64(0) || r[1] != nil {
+				t.Errorf("%s: CF.SCANDUMP e %d = %#v, want [0, nil]", layout, iter, r)
+			}
+		}
+		res(c.CFAdd(ctx, "e", "x").Result()).must(t)
+		if r := res(c.Do(ctx, "CF.SCANDUMP", "e", 0).Slice()).must(t); r[0] != int64(1) {
+			t.Errorf("%s: CF.SCANDUMP of a filter with an item: %#v", layout, r)
+		}
+	}
+}

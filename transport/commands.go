@@ -107,12 +107,14 @@ const maxChunkArgBytes = filters.RBMaxChunkBytes + 64
 const loadPieceBytes = 1 << 20
 
 // splitChunk returns the commands that carry cmd into the log: cmd itself, or,
-// for a LOADCHUNK of RedisBloom-format data larger than loadPieceBytes, one
-// LOADCHUNK per piece, each with the iterator just past its bytes. Our own
-// chunks (checksummed whole, never that large), headers, and commands under
-// IDEM (one sequence number, one command) go as they are.
+// for a LOADCHUNK of RedisBloom-format data larger than any chunk of ours, one
+// LOADCHUNK per loadPieceBytes piece, each with the iterator just past its
+// bytes. Our own chunks (checksummed whole), headers, and commands under IDEM
+// (one sequence number, one command) go as they are.
 func splitChunk(cmd *fsm.Command) []*fsm.Command {
-	if cmd.Op != fsm.OpLoadChunk || len(cmd.Data) <= loadPieceBytes || cmd.Iter <= 1 ||
+	// Our own chunks are at most filters.DumpChunkBytes and a checksum: only
+	// RedisBloom's are larger.
+	if cmd.Op != fsm.OpLoadChunk || len(cmd.Data) <= filters.DumpChunkBytes+4 || cmd.Iter <= 1 ||
 		cmd.Session != (fsm.Session{}) || filters.IsDumpHeader(cmd.Data) {
 		return []*fsm.Command{cmd}
 	}

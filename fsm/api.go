@@ -203,6 +203,9 @@ var (
 	ErrBadHeader    = errors.New("invalid header")
 	ErrBadSpec      = errors.New("bad filter parameters") // Spec refused by filters
 	ErrBadExpire    = errors.New("invalid expire time")   // OpExpire: the deadline overflows
+	// ErrCannotGrow answers a Bloom add that needed a new sub-filter the
+	// filter could not make (its limits, or an overflow).
+	ErrCannotGrow = errors.New("problem inserting into filter")
 	// ErrSessionExpired answers a request whose session sequence number is older
 	// than the results the session table still keeps: it may have been applied,
 	// and it is not applied again.

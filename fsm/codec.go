@@ -663,7 +663,7 @@ func (d *decoder) maxFiltersField(c *Command, must bool, val []byte) {
 var resultErrs = []error{
 	nil, ErrNotFound, ErrExists, ErrWrongType, ErrFull, ErrMaxExpansions,
 	ErrNonScalingFull, ErrBadPosition, ErrBadData, ErrBadSpec, ErrSessionExpired,
-	ErrBadExpire, ErrChunkOutside, ErrChunkTooBig, ErrBadHeader,
+	ErrBadExpire, ErrChunkOutside, ErrChunkTooBig, ErrBadHeader, ErrCannotGrow,
 }
 
 const resultStopped = 1 << 0

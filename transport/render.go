@@ -164,6 +164,8 @@ func domainErr(err error) (string, bool) {
 		return "Maximum expansions reached", true
 	case errors.Is(err, fsm.ErrNonScalingFull):
 		return "ERR non scaling filter is full", true
+	case errors.Is(err, fsm.ErrCannotGrow):
+		return "ERR problem inserting into filter", true
 	case errors.Is(err, fsm.ErrBadPosition):
 		return "Invalid position", true
 	case errors.Is(err, fsm.ErrBadData):

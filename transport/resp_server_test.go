@@ -506,11 +506,11 @@ func TestServerItemLimitFromHeader(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{"*2\r\n$4\r\nECHO\r\n$1001\r\n", "-ERR Protocol error: bulk string of 1001 bytes exceeds --max-item-size (1000)\r\n"},
 		{"*1\r\n$5000\r\n", "-ERR Protocol error: bulk string of 5000 bytes exceeds --max-item-size (1000)\r\n"},
-		{"*4\r\n$12\r\nBF.LOADCHUNK\r\n$1\r\nk\r\n$1\r\n1\r\n$1048641\r\n",
-			"-ERR Protocol error: bulk string of 1048641 bytes exceeds the 1048640 this argument may hold\r\n"},
+		{"*4\r\n$12\r\nBF.LOADCHUNK\r\n$1\r\nk\r\n$1\r\n1\r\n$16777281\r\n",
+			"-ERR Protocol error: bulk string of 16777281 bytes exceeds the 16777280 this argument may hold\r\n"},
 		{"*4\r\n$12\r\nBF.LOADCHUNK\r\n$1001\r\n", "-ERR Protocol error: bulk string of 1001 bytes exceeds --max-item-size (1000)\r\n"},
-		{"*7\r\n$4\r\nIDEM\r\n$1\r\n1\r\n$1\r\n1\r\n$12\r\ncf.loadchunk\r\n$1\r\nk\r\n$1\r\n1\r\n$2000000\r\n",
-			"-ERR Protocol error: bulk string of 2000000 bytes exceeds the 1048640 this argument may hold\r\n"},
+		{"*7\r\n$4\r\nIDEM\r\n$1\r\n1\r\n$1\r\n1\r\n$12\r\ncf.loadchunk\r\n$1\r\nk\r\n$1\r\n1\r\n$20000000\r\n",
+			"-ERR Protocol error: bulk string of 20000000 bytes exceeds the 16777280 this argument may hold\r\n"},
 		{"*7\r\n$4\r\nIDEM\r\n$1\r\n1\r\n$1\r\n1\r\n$12\r\ncf.loadchunk\r\n$1\r\nk\r\n$5000\r\n",
 			"-ERR Protocol error: bulk string of 5000 bytes exceeds --max-item-size (1000)\r\n"},
 	}

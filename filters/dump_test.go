@@ -483,7 +483,7 @@ func TestLoadChunkIntoCompleteFilter(t *testing.T) {
 	}{
 		{next, data, ErrBadChunk},
 		{paylen + 100, make([]byte, 12), ErrChunkOutside},
-		{paylen, make([]byte, 28), ErrChunkTooBig},
+		{paylen + 5, make([]byte, 16), ErrChunkTooBig},
 		{-3, make([]byte, 12), ErrBadChunk},
 	} {
 		if err := LoadChunk(f, c.iter, c.data); !errors.Is(err, c.want) {

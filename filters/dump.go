@@ -204,6 +204,15 @@ type chunkLoader interface {
 func LoadChunk(f Filter, iter int64, data []byte) error {
 	ld := f.tracker().ld
 	if ld == nil {
+		// A complete filter takes no chunk; one aimed outside it is told so,
+		// as RedisBloom tells it.
+		paylen, n := payloadBytes(f.payload()), int64(len(data))-4
+		switch off := iter - 1 - n; {
+		case n > 0 && off >= paylen:
+			return ErrChunkOutside
+		case n > 0 && off >= 0 && n > paylen-off:
+			return ErrChunkTooBig
+		}
 		return fmt.Errorf("%w: the filter is not being loaded", ErrBadChunk)
 	}
 	if len(data) <= 4 || (len(data)-4)%8 != 0 || len(data)-4 > DumpChunkBytes {

@@ -466,3 +466,28 @@ func TestDecoderMisbehaves(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadChunkIntoCompleteFilter: a complete filter takes no chunk; one aimed
+// past its end, or running past it, is told so as RedisBloom tells it.
+func TestLoadChunkIntoCompleteFilter(t *testing.T) {
+	f := newTK(3, 2, 4)
+	next, data, err := DumpChunk(f, 1)
+	if err != nil || next == 0 {
+		t.Fatal(next, err)
+	}
+	paylen := next - 1
+	for _, c := range []struct {
+		iter int64
+		data []byte
+		want error
+	}{
+		{next, data, ErrBadChunk},
+		{paylen + 100, make([]byte, 12), ErrChunkOutside},
+		{paylen + 5, make([]byte, 16), ErrChunkTooBig},
+		{-3, make([]byte, 12), ErrBadChunk},
+	} {
+		if err := LoadChunk(f, c.iter, c.data); !errors.Is(err, c.want) {
+			t.Errorf("LoadChunk(%d, %d bytes) = %v, want %v", c.iter, len(c.data), err, c.want)
+		}
+	}
+}

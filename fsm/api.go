@@ -33,7 +33,8 @@ const (
 //	2  [Type][2][payload][CRC-32C of type, version and payload, little endian]
 //	3  as 2, each command ending with its fields (codec.go)
 //	4  as 3, with ops RENAME, FLUSH and COMPACT
-//	5  as 4, with ops EXPIRE, PERSIST and EXPIRE_TICK and the expire field
+//	5  as 4, with ops EXPIRE, PERSIST and EXPIRE_TICK, the expire field and
+//	   the max filters field (a cuckoo add's cf-max-expansions)
 //
 // The version is also the "log format" a node advertises: the highest it can
 // apply. A leader writes the highest version every member can read (cluster
@@ -47,7 +48,7 @@ const (
 	CodecV2 = 2 // a CRC-32C closes every entry
 	CodecV3 = 3 // commands carry fields: optional, or ones a node must understand
 	CodecV4 = 4 // ops RENAME, FLUSH and COMPACT
-	CodecV5 = 5 // expiry: ops EXPIRE, PERSIST and EXPIRE_TICK
+	CodecV5 = 5 // expiry: ops EXPIRE, PERSIST and EXPIRE_TICK; field max filters
 )
 
 // Op is what a Command does.
@@ -72,7 +73,12 @@ const (
 
 // MinCodec is the lowest log format that can carry c: a leader proposes c only
 // once every member reads it.
-func MinCodec(c *Command) byte { return opCodec(c.Op) }
+func MinCodec(c *Command) byte {
+	if c.MaxFilters != 0 {
+		return CodecV5
+	}
+	return opCodec(c.Op)
+}
 
 // opCodec is the log format that introduced op.
 func opCodec(op Op) byte {
@@ -152,7 +158,13 @@ type Command struct {
 	Expire   int64
 	ExpireAt bool
 	ExpireIf ExpireCond // OpExpire: the conditions (zero: none)
-	Session  Session
+	// MaxFilters, on an OpAdd of the CF family, refuses the add
+	// (ErrMaxExpansions) when the filter already has this many sub-filters:
+	// the proposing node's cf-max-expansions, carried in the command so that
+	// every replica refuses the same adds. 0 leaves the filters' own limit
+	// (filters.MaxCuckooFilters); log format 5 on (MinCodec).
+	MaxFilters uint32
+	Session    Session
 	// Time is the leader's clock (Unix nanoseconds) when it proposed the command.
 	// Sessions and keys expire by it (the largest seen is the log's clock),
 	// never by a replica's own clock.
@@ -191,6 +203,9 @@ var (
 	ErrBadHeader    = errors.New("invalid header")
 	ErrBadSpec      = errors.New("bad filter parameters") // Spec refused by filters
 	ErrBadExpire    = errors.New("invalid expire time")   // OpExpire: the deadline overflows
+	// ErrCannotGrow answers a Bloom add that needed a new sub-filter the
+	// filter could not make (its limits, or an overflow).
+	ErrCannotGrow = errors.New("problem inserting into filter")
 	// ErrSessionExpired answers a request whose session sequence number is older
 	// than the results the session table still keeps: it may have been applied,
 	// and it is not applied again.

@@ -35,6 +35,7 @@ import (
 //
 // Known fields (each must be understood, and only the op named carries it):
 //
+//	1  max filters (format 5, a CF OpAdd)   uvarint MaxFilters, 1 to 65535
 //	16 expire (format 5, OpExpire)          conditions byte (ExpireCond in bits
 //	                                        0-3, bit 4 set when ExpireAt),
 //	                                        varint Expire
@@ -99,30 +100,40 @@ type field struct {
 
 // Field tags this build knows.
 const (
-	tagExpire = 16 // OpExpire's deadline and conditions (log format 5)
+	tagMaxFilters = 1  // Command.MaxFilters (log format 5)
+	tagExpire     = 16 // OpExpire's deadline and conditions (log format 5)
 
 	expireAbsolute = 1 << 4 // the expire field's bit for ExpireAt
 )
 
 // knownField reports whether a node that reads log formats up to max
 // understands field tag: a field is known from the format that introduced it.
-func knownField(tag uint64, max byte) bool { return tag == tagExpire && max >= CodecV5 }
+func knownField(tag uint64, max byte) bool {
+	return (tag == tagExpire || tag == tagMaxFilters) && max >= CodecV5
+}
 
 // commandFields returns the fields c's own values travel in merged with
 // extra (tests write fields this build does not know with it), tags
 // ascending.
 func commandFields(c *Command, extra []field) []field {
-	if c.Op != OpExpire {
+	if c.Op != OpExpire && c.MaxFilters == 0 {
 		return extra
 	}
-	cond := byte(c.ExpireIf)
-	if c.ExpireAt {
-		cond |= expireAbsolute
+	var fs []field
+	if c.MaxFilters != 0 {
+		fs = append(fs, field{tag: tagMaxFilters, must: true, val: binary.AppendUvarint(nil, uint64(c.MaxFilters))})
 	}
-	fs := []field{{tag: tagExpire, must: true, val: binary.AppendVarint([]byte{cond}, c.Expire)}}
+	if c.Op == OpExpire {
+		cond := byte(c.ExpireIf)
+		if c.ExpireAt {
+			cond |= expireAbsolute
+		}
+		fs = append(fs, field{tag: tagExpire, must: true, val: binary.AppendVarint([]byte{cond}, c.Expire)})
+	}
+	own := len(fs)
 	for _, f := range extra {
-		if f.tag == tagExpire {
-			continue
+		if slices.ContainsFunc(fs[:own], func(o field) bool { return o.tag == f.tag }) {
+			continue // the command's own value wins
 		}
 		fs = append(fs, f)
 	}
@@ -604,6 +615,8 @@ func (d *decoder) fields(c *Command) (expire bool) {
 			case tagExpire:
 				d.expireField(c, val)
 				expire = true
+			case tagMaxFilters:
+				d.maxFiltersField(c, key&fieldMust != 0, val)
 			}
 			continue
 		}
@@ -633,6 +646,16 @@ func (d *decoder) expireField(c *Command, val []byte) {
 	c.ExpireAt = cond&expireAbsolute != 0
 }
 
+// maxFiltersField decodes the max filters field's value into c.
+func (d *decoder) maxFiltersField(c *Command, must bool, val []byte) {
+	v, n := binary.Uvarint(val)
+	if !must || n != len(val) || v == 0 || v > math.MaxUint16 {
+		d.fail("bad max filters field")
+		return
+	}
+	c.MaxFilters = uint32(v)
+}
+
 // Result encoding (a forwarded write's reply): error code, flags, uvarint count,
 // zig-zag varints.
 
@@ -640,7 +663,7 @@ func (d *decoder) expireField(c *Command, val []byte) {
 var resultErrs = []error{
 	nil, ErrNotFound, ErrExists, ErrWrongType, ErrFull, ErrMaxExpansions,
 	ErrNonScalingFull, ErrBadPosition, ErrBadData, ErrBadSpec, ErrSessionExpired,
-	ErrBadExpire, ErrChunkOutside, ErrChunkTooBig, ErrBadHeader,
+	ErrBadExpire, ErrChunkOutside, ErrChunkTooBig, ErrBadHeader, ErrCannotGrow,
 }
 
 const resultStopped = 1 << 0

@@ -110,7 +110,7 @@ func TestDecodeEntryRefusesDamage(t *testing.T) {
 		{byte(TypeCommand), CodecV1, 99, 1, 0, 0, 0, 0, 0},         // unknown op
 		{byte(TypeCommand), CodecV1, 2, 9, 0, 0, 0, 0, 0},          // unknown family
 		{byte(TypeCommand), CodecV1, 2, 1, 0x80, 0, 0, 0, 0},       // unknown flag
-		{byte(TypeCommand), CodecV1, 2, 1, 0, 0, 0, 0, 0, 1, 3, 0}, // must-understand field 1 (read as 3)
+		{byte(TypeCommand), CodecV1, 2, 1, 0, 0, 0, 0, 0, 1, 5, 0}, // must-understand field 2 (read as 3)
 		{0x7f, CodecV1}, // unknown type
 	}
 	bad := [][]byte{
@@ -385,6 +385,7 @@ func FuzzDecodeEntry(f *testing.F) {
 	}
 	f.Add(EncodeBatch(expireSamples()))
 	f.Add(encodeCommandFields(expireSamples()[2], CodecV5, []field{{tag: 3, val: []byte("a")}, {tag: 900}}))
+	f.Add(EncodeCommand(&Command{Op: OpAdd, Family: FamilyCF, Key: "c", Items: items("x"), MaxFilters: 7}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		typ, cs, err := DecodeEntry(data)
 		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNewerFormat) {

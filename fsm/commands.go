@@ -120,6 +120,9 @@ func (f *FSM) applyAdd(c *Command) *Result {
 			return &Result{Err: err}
 		}
 	}
+	if err := refuseMaxFilters(c, e.f); err != nil {
+		return &Result{Err: err}
+	}
 	r := &Result{Ints: make([]int64, 0, len(c.Items))}
 	f.mutate(e, func(flt filters.Filter) {
 		// A batch reads ahead the memory of each window of items before
@@ -149,6 +152,19 @@ func (f *FSM) applyAdd(c *Command) *Result {
 		}
 	})
 	return r
+}
+
+// refuseMaxFilters refuses a cuckoo add whose command carries a limit on
+// sub-filters (the proposer's cf-max-expansions) the filter has reached, as
+// RedisBloom refuses every add then, before inserting anything.
+func refuseMaxFilters(c *Command, flt filters.Filter) error {
+	if c.MaxFilters == 0 || c.Family != FamilyCF {
+		return nil
+	}
+	if sf, ok := flt.(interface{ Filters() int }); ok && sf.Filters() >= int(c.MaxFilters) {
+		return ErrMaxExpansions
+	}
+	return nil
 }
 
 // adder returns how items are added to flt: its kind's kindDesc.add.

@@ -64,7 +64,7 @@ var kinds = map[filters.Kind]kindDesc{
 				if v.NonScaling() {
 					return 0, ErrNonScalingFull, true
 				}
-				return 0, ErrFull, true
+				return 0, ErrCannotGrow, true
 			}
 			return b2i(added), nil, false
 		},
@@ -163,7 +163,7 @@ func init() {
 			case errors.Is(err, filters.ErrFull):
 				return 0, ErrNonScalingFull, true
 			case err != nil:
-				return 0, ErrFull, true
+				return 0, ErrCannotGrow, true
 			}
 			return b2i(added), nil, false
 		},

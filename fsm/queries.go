@@ -126,6 +126,19 @@ func (f *FSM) KindOf(key string) (filters.Kind, bool) {
 	return e.kind, true
 }
 
+// MemoryUsage is what key costs as the node counts it against its memory
+// limit (MEMORY USAGE): its filter's arrays and struct, its name and its
+// entry, the amount MemoryBytes sums; false for a missing key.
+func (f *FSM) MemoryUsage(key string) (uint64, bool) {
+	e := f.reg.get(key)
+	if e == nil {
+		return 0, false
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return entryBytes(e.key, e.f), true
+}
+
 // Scan walks the keys in a fixed order (by a hash of the name), examining about
 // count of them from cursor on, and returns those match accepts (every key if
 // match is nil) and the cursor to continue from, 0 at the end. As with Redis's

@@ -52,8 +52,11 @@ type queries interface {
 	ScanDump(fam fsm.Family, key string, iter int64) (int64, []byte, error)
 	KindOf(key string) (filters.Kind, bool)
 	Expiry(key string) (deadline int64, exists bool)
+	Expires() int
+	ExpiredKeys() uint64
 	Scan(cursor uint64, count int, match func(key string, k filters.Kind) bool) (uint64, []string)
 	Len() int
 	MemoryBytes() uint64
+	MemoryUsage(key string) (uint64, bool)
 	List() []fsm.Info
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/rookerydb/rookery/cluster"
 	"github.com/rookerydb/rookery/filters"
@@ -27,12 +28,16 @@ const (
 
 // op is one parsed, validated request.
 type op struct {
-	name   string // lower-case command name, for metrics
-	kind   opKind
-	cmd    *fsm.Command                  // opWrite
-	render func(w *reply, r *fsm.Result) // opWrite
-	read   func(q queries, w *reply)     // opRead
-	local  func(c *session, w *reply)    // opLocal
+	name string   // lower-case command name ("client|list" for a subcommand), for metrics
+	def  *command // the table entry (its counters, CLIENT LIST cmd=); nil for an unknown command
+	// rejected marks an error found before the command ran (arity,
+	// authentication), which Redis counts as rejected_calls, not failed_calls.
+	rejected bool
+	kind     opKind
+	cmd      *fsm.Command                  // opWrite
+	render   func(w *reply, r *fsm.Result) // opWrite
+	read     func(q queries, w *reply)     // opRead
+	local    func(c *session, w *reply)    // opLocal
 }
 
 // session is the state of one client connection.
@@ -44,7 +49,13 @@ type session struct {
 	libName string
 	libVer  string
 	level   cluster.ReadLevel
-	quit    bool // QUIT: reply, flush, close
+	quit    bool  // QUIT: reply, flush, close
+	conn    *conn // the connection, for CLIENT LIST, INFO and KILL; nil in parse-only tests
+
+	// mu guards what other connections read for CLIENT LIST (name, libName,
+	// libVer, proto, authed, level): the connection's own goroutine writes
+	// them under it and reads them without it.
+	mu sync.Mutex
 }
 
 // command is one entry of the dispatch table.
@@ -59,26 +70,87 @@ type command struct {
 	// rather than an item (LOADCHUNK's data), 0 if none: the request reader
 	// lets it be as large as a chunk.
 	chunkArg int
+	// subs are a container's subcommands (CLIENT LIST...), sorted by name;
+	// each is named "container|sub" once the table is built, and parsed by its
+	// own parse. A container's own parse serves it called alone (COMMAND);
+	// without one, that is an arity error.
+	subs []*command
+	// stat is the command's INFO commandstats counters.
+	stat cmdStat
 }
 
-// maxChunkArgBytes bounds a LOADCHUNK's data. The biggest chunk SCANDUMP hands
-// out is a payload chunk: filters.DumpChunkBytes and a 4-byte checksum (the
-// header chunk is at most about 64 KB of parameters); the rest is slack, so a
-// chunk our own SCANDUMP produced is never refused.
-const maxChunkArgBytes = filters.DumpChunkBytes + 64
+// sortedSubs lists a container's subcommands by name.
+func (c *command) sortedSubs() []*command { return c.subs }
+
+// sub finds a container's subcommand by its name, ignoring case.
+func (c *command) sub(name []byte) *command {
+	for _, sc := range c.subs {
+		short := sc.name[len(c.name)+1:]
+		if len(short) == len(name) && bytes.EqualFold([]byte(short), name) {
+			return sc
+		}
+	}
+	return nil
+}
+
+// maxChunkArgBytes bounds a LOADCHUNK's data: the biggest chunk a SCANDUMP
+// hands out, RedisBloom's 16 MiB (filters.RBMaxChunkBytes; ours are at most
+// filters.DumpChunkBytes and a checksum, and headers far smaller); the rest is
+// slack, so a chunk a SCANDUMP produced is never refused.
+const maxChunkArgBytes = filters.RBMaxChunkBytes + 64
+
+// loadPieceBytes is the most chunk data one LOADCHUNK puts in one log entry. A
+// chunk of one of RedisBloom's dumps may be 16 MiB; a log of entries that big
+// would make a lagging follower's catch-up messages (up to 256 entries each)
+// huge. RedisBloom's chunks are plain bytes written where their iterator points,
+// so a larger one goes into the log as pieces, in order (splitChunk).
+const loadPieceBytes = 1 << 20
+
+// splitChunk returns the commands that carry cmd into the log: cmd itself, or,
+// for a LOADCHUNK of RedisBloom-format data larger than any chunk of ours, one
+// LOADCHUNK per loadPieceBytes piece, each with the iterator just past its
+// bytes. Our own chunks (checksummed whole), headers, and commands under IDEM
+// (one sequence number, one command) go as they are.
+func splitChunk(cmd *fsm.Command) []*fsm.Command {
+	// Our own chunks are at most filters.DumpChunkBytes and a checksum: only
+	// RedisBloom's are larger.
+	if cmd.Op != fsm.OpLoadChunk || len(cmd.Data) <= filters.DumpChunkBytes+4 || cmd.Iter <= 1 ||
+		cmd.Session != (fsm.Session{}) || filters.IsDumpHeader(cmd.Data) {
+		return []*fsm.Command{cmd}
+	}
+	n := int64(len(cmd.Data))
+	if cmd.Iter < n {
+		return []*fsm.Command{cmd} // bad data as it is: the state machine says so
+	}
+	var out []*fsm.Command
+	for a := int64(0); a < n; a += loadPieceBytes {
+		b := min(a+loadPieceBytes, n)
+		pc := *cmd
+		pc.Iter, pc.Data = cmd.Iter-n+b, cmd.Data[a:b]
+		out = append(out, &pc)
+	}
+	return out
+}
 
 // idemPrefix is the arguments IDEM puts before the command it wraps
 // (IDEM client_id seq command ...).
 const idemPrefix = 3
 
-// commandTable builds the dispatch table; it is read-only afterwards.
+// commandTable builds the dispatch table; it is read-only afterwards, but for
+// each command's counters. Every server builds its own, so its counters are
+// its own.
 func commandTable() map[string]*command {
 	t := map[string]*command{}
 	for _, group := range [][]*command{
 		bloomCommands(), cuckooCommands(), countingCommands(),
 		keyspaceCommands(), replicatedKeyspaceCommands(), expireCommands(), connCommands(), clusterCommands(),
+		clientCommands(), serverCommands(),
 	} {
 		for _, c := range group {
+			for _, sc := range c.subs {
+				sc.name = c.name + "|" + sc.name
+			}
+			sort.Slice(c.subs, func(i, j int) bool { return c.subs[i].name < c.subs[j].name })
 			t[c.name] = c
 		}
 	}
@@ -118,32 +190,62 @@ func (s *Server) lookup(name []byte) *command {
 }
 
 // sortedCommands lists the table by name (COMMAND).
-func (s *Server) sortedCommands() []*command {
-	out := make([]*command, 0, len(s.cmds))
-	for _, c := range s.cmds {
+func (s *Server) sortedCommands() []*command { return s.cmdList }
+
+// listCommands lists a table by name.
+func listCommands(t map[string]*command) []*command {
+	out := make([]*command, 0, len(t))
+	for _, c := range t {
 		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
 }
 
+// resolve finds the command args call for, its subcommand for a container
+// (CLIENT LIST), and checks the arity, with Redis's errors. On an arity error
+// it returns the command too, whose call is then counted as rejected.
+func (s *Server) resolve(args [][]byte) (*command, error) {
+	cmd := s.lookup(args[0])
+	if cmd == nil {
+		return nil, unknownCommand(args)
+	}
+	if cmd.subs == nil || len(args) < 2 {
+		if !arityOK(cmd.arity, len(args)) {
+			return cmd, arityError(args[0])
+		}
+		return cmd, nil
+	}
+	sc := cmd.sub(args[1])
+	if sc == nil {
+		return nil, redisError(fmt.Sprintf("ERR unknown subcommand '%s'. Try %s HELP.",
+			clip(args[1], 128), bytes.ToUpper(args[0])))
+	}
+	if !arityOK(sc.arity, len(args)) {
+		return sc, redisError("ERR wrong number of arguments for '" + sc.name + "' command")
+	}
+	return sc, nil
+}
+
+// clip cuts b to at most n bytes (Redis's "%.128s").
+func clip(b []byte, n int) []byte { return b[:min(len(b), n)] }
+
 // parse resolves, checks and parses one request in Redis's order: unknown
 // command, then arity, then authentication, then the command's own arguments.
 func (s *Server) parse(c *session, args [][]byte) (op, error) {
-	name := string(bytes.ToLower(args[0]))
-	cmd, ok := s.cmds[name]
-	if !ok {
-		return op{name: "unknown"}, unknownCommand(args)
+	cmd, err := s.resolve(args)
+	if cmd == nil {
+		return op{name: "unknown"}, err
 	}
-	if !arityOK(cmd.arity, len(args)) {
-		return op{name: name}, arityError(args[0])
+	if err != nil {
+		return op{name: cmd.name, def: cmd, rejected: true}, err
 	}
-	if s.cfg.RequirePass != "" && !c.authed && name != "auth" && name != "hello" && name != "quit" {
-		return op{name: name}, errNoAuth
+	if s.cfg.RequirePass != "" && !c.authed && cmd.name != "auth" && cmd.name != "hello" && cmd.name != "quit" {
+		return op{name: cmd.name, def: cmd, rejected: true}, errNoAuth
 	}
 	o, err := cmd.parse(s, args)
-	if o.name == "" {
-		o.name = name
+	if o.name == "" { // IDEM names the command it wraps
+		o.name, o.def = cmd.name, cmd
 	}
 	if err == nil && o.cmd != nil && s.cfg.FilterLayout == LayoutRedisBloom {
 		o.cmd.Spec = redisBloomLayout(o.cmd.Spec)

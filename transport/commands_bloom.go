@@ -86,8 +86,8 @@ func parseBFReserve(s *Server, args [][]byte) (op, error) {
 	if err != nil {
 		return op{}, err
 	}
-	nonScaling := argIndex(args, 4, "NONSCALING") >= 0
-	expansion := int64(bfDefaultExpansion)
+	_, _, expansion, nonScaling := s.bloom.Load().bfDefaults()
+	nonScaling = nonScaling || argIndex(args, 4, "NONSCALING") >= 0
 	if at := argIndex(args, 4, "EXPANSION"); at >= 0 {
 		if at+1 == len(args) {
 			return op{}, redisError("ERR no expansion")
@@ -152,8 +152,9 @@ func parseBFAdd(s *Server, args [][]byte) (op, error) {
 	if err := s.checkKeyItems(args[1], items); err != nil {
 		return op{}, err
 	}
+	rate, capacity, expansion, nonScaling := s.bloom.Load().bfDefaults()
 	cmd := &fsm.Command{Op: fsm.OpAdd, Family: fsm.FamilyBF, Key: string(args[1]), Items: items,
-		Multi: multi, Spec: bfSpec(bfDefaultErrorRate, bfDefaultCapacity, bfDefaultExpansion, false)}
+		Multi: multi, Spec: bfSpec(rate, uint64(capacity), uint32(expansion), nonScaling)}
 	if multi {
 		return writeOp(cmd, renderBools), nil
 	}
@@ -181,8 +182,8 @@ func parseBFInsert(s *Server, args [][]byte) (op, error) {
 	if len(args) < 4 {
 		return op{}, arityError(args[0])
 	}
-	rate, capacity, expansion := bfDefaultErrorRate, int64(bfDefaultCapacity), int64(bfDefaultExpansion)
-	nonScaling, noCreate, sized := false, false, false
+	rate, capacity, expansion, nonScaling := s.bloom.Load().bfDefaults()
+	noCreate, sized := false, false
 	pos, items := 2, -1
 	for pos < len(args) && items < 0 {
 		arg := args[pos]

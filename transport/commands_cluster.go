@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 
@@ -14,19 +13,22 @@ func clusterCommands() []*command {
 		{name: "readonly", arity: 1, flags: flagsConn, parse: parseReadOnly},
 		{name: "readwrite", arity: 1, flags: flagsConn, parse: parseReadWrite},
 		{name: "role", arity: 1, flags: flagsConn, parse: parseRole},
-		{name: "cluster", arity: -2, flags: flagsAdminish, parse: parseCluster},
+		{name: "cluster", arity: -2, flags: flagsAdminish, subs: []*command{
+			{name: "nodes", arity: 2, flags: flagsAdminish, parse: parseClusterNodes},
+			{name: "help", arity: 2, flags: flagsAdminish, parse: helpParser(clusterHelp)},
+		}},
 		{name: "idem", arity: -4, flags: flagsWrite, firstKey: 4, lastKey: 4, step: 1, parse: parseIdem},
 	}
 }
 
 // parseReadOnly: READONLY, this connection reads the node's local state (stale).
 func parseReadOnly(s *Server, args [][]byte) (op, error) {
-	return localOp(func(c *session, w *reply) { c.level = cluster.ReadStale; w.ok() }), nil
+	return localOp(func(c *session, w *reply) { c.set(func() { c.level = cluster.ReadStale }); w.ok() }), nil
 }
 
 // parseReadWrite: READWRITE, back to linearizable reads.
 func parseReadWrite(s *Server, args [][]byte) (op, error) {
-	return localOp(func(c *session, w *reply) { c.level = cluster.ReadLinearizable; w.ok() }), nil
+	return localOp(func(c *session, w *reply) { c.set(func() { c.level = cluster.ReadLinearizable }); w.ok() }), nil
 }
 
 // parseRole: ROLE, [role, leader id, leader RESP address, term, commit index,
@@ -46,15 +48,15 @@ func parseRole(s *Server, args [][]byte) (op, error) {
 	}), nil
 }
 
-// parseCluster: CLUSTER NODES, one line per member:
+var clusterHelp = []string{
+	"NODES",
+	"    Return the cluster's nodes, one per line: id, RESP, HTTP and Raft",
+	"    addresses, role, voter or nonvoter, and health.",
+}
+
+// parseClusterNodes: CLUSTER NODES, one line per member:
 // "id resp_addr http_addr raft_addr role voter|nonvoter health".
-func parseCluster(s *Server, args [][]byte) (op, error) {
-	if !keyword(args[1], "NODES") {
-		return op{}, redisError(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLUSTER HELP.", args[1]))
-	}
-	if len(args) != 2 {
-		return op{}, redisError("ERR wrong number of arguments for 'cluster|nodes' command")
-	}
+func parseClusterNodes(s *Server, args [][]byte) (op, error) {
 	return localOp(func(c *session, w *reply) {
 		var b strings.Builder
 		for _, n := range s.be.Nodes() {
@@ -90,18 +92,18 @@ func parseIdem(s *Server, args [][]byte) (op, error) {
 		return op{}, redisError("ERR invalid sequence number")
 	}
 	inner := args[3:]
-	name := string(bytes.ToLower(inner[0]))
-	cmd, known := s.cmds[name]
-	switch {
-	case name == "idem":
+	if keyword(inner[0], "IDEM") {
 		return op{}, redisError("ERR IDEM cannot wrap IDEM")
-	case !known:
-		return op{name: "unknown"}, unknownCommand(inner)
-	case !arityOK(cmd.arity, len(inner)):
-		return op{name: name}, arityError(inner[0])
+	}
+	cmd, err := s.resolve(inner)
+	if cmd == nil {
+		return op{name: "unknown"}, err
+	}
+	if err != nil {
+		return op{name: cmd.name, def: cmd, rejected: true}, err
 	}
 	o, err := cmd.parse(s, inner)
-	o.name = name
+	o.name, o.def = cmd.name, cmd
 	if err == nil && o.kind == opWrite {
 		o.cmd.Session = fsm.Session{ClientID: client, Seq: seq}
 	}

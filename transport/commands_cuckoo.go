@@ -15,7 +15,6 @@ const (
 	cfDefaultMaxIterations = 20
 	cfDefaultExpansion     = 1
 	cfFingerprintBits      = 8
-	cfMinCapacity          = 4 // 2 * the default bucket size
 	cfMaxBucketSize        = 255
 	cfMaxIterations        = 65535
 )
@@ -59,8 +58,10 @@ func nextPow2(v uint32) uint32 {
 	return p
 }
 
-func defaultCFSpec(capacity uint64) fsm.Spec {
-	return cfSpec(capacity, cfDefaultBucketSize, cfDefaultMaxIterations, cfDefaultExpansion)
+// cfDefaultSpec is the filter CF.ADD and CF.INSERT create: the given capacity
+// and the node's cf-bucket-size, cf-max-iterations and cf-expansion-factor.
+func (bc *bloomConfig) cfDefaultSpec(capacity uint64) fsm.Spec {
+	return cfSpec(capacity, uint16(bc.cfBucket.value), uint16(bc.cfMaxIter.value), uint32(bc.cfExpansion.value))
 }
 
 // parseCFReserve: CF.RESERVE key capacity [BUCKETSIZE b] [MAXITERATIONS m]
@@ -77,15 +78,16 @@ func parseCFReserve(s *Server, args [][]byte) (op, error) {
 	if !ok {
 		return op{}, redisError("Bad capacity")
 	}
-	maxIter, err := cfOption(args, "MAXITERATIONS", cfDefaultMaxIterations, 1, cfMaxIterations)
+	bc := s.bloom.Load()
+	maxIter, err := cfOption(args, "MAXITERATIONS", bc.cfMaxIter)
 	if err != nil {
 		return op{}, err
 	}
-	bucketSize, err := cfOption(args, "BUCKETSIZE", cfDefaultBucketSize, 1, cfMaxBucketSize)
+	bucketSize, err := cfOption(args, "BUCKETSIZE", bc.cfBucket)
 	if err != nil {
 		return op{}, err
 	}
-	expansion, err := cfOption(args, "EXPANSION", cfDefaultExpansion, 0, maxExpansion)
+	expansion, err := cfOption(args, "EXPANSION", bc.cfExpansion)
 	if err != nil {
 		return op{}, err
 	}
@@ -100,11 +102,13 @@ func parseCFReserve(s *Server, args [][]byte) (op, error) {
 	return writeOp(cmd, renderOK), nil
 }
 
-// cfOption parses "NAME value" among CF.RESERVE's options.
-func cfOption(args [][]byte, name string, def, lo, hi int64) (int64, error) {
+// cfOption parses "NAME value" among CF.RESERVE's options: the setting's
+// value when it is absent, else a value in the setting's range.
+func cfOption(args [][]byte, name string, st intSetting) (int64, error) {
+	lo, hi := st.min, st.max
 	at := argIndex(args, 3, name)
 	if at < 0 {
-		return def, nil
+		return st.value, nil
 	}
 	if at+1 >= len(args) {
 		return 0, arityError(args[0])
@@ -118,15 +122,18 @@ func parseCFAdd(s *Server, args [][]byte) (op, error) {
 	if err := s.checkKeyItems(args[1], args[2:]); err != nil {
 		return op{}, err
 	}
+	bc := s.bloom.Load()
 	cmd := &fsm.Command{Op: fsm.OpAdd, Family: fsm.FamilyCF, Key: string(args[1]), Items: args[2:],
-		NX: lower(args[0], len(args[0])-1) == 'x', Spec: defaultCFSpec(cfDefaultCapacity)}
+		NX: lower(args[0], len(args[0])-1) == 'x', Spec: bc.cfDefaultSpec(uint64(bc.cfInitial.value)),
+		MaxFilters: bc.maxFilters()}
 	return writeOp(cmd, renderBool), nil
 }
 
 // parseCFInsert: CF.INSERT / CF.INSERTNX key [CAPACITY c] [NOCREATE] ITEMS
 // item..., options recognised by their first letter as RedisBloom does.
 func parseCFInsert(s *Server, args [][]byte) (op, error) {
-	capacity, noCreate, sized := int64(cfDefaultCapacity), false, false
+	bc := s.bloom.Load()
+	capacity, noCreate, sized := bc.cfInitial.value, false, false
 	pos, items := 2, -1
 	for pos < len(args) && items < 0 {
 		switch lower(args[pos], 0) {
@@ -139,7 +146,7 @@ func parseCFInsert(s *Server, args [][]byte) (op, error) {
 			if !ok {
 				return op{}, redisError("Bad capacity")
 			}
-			if v < cfMinCapacity || v > s.maxCap() {
+			if v < bc.cfInitial.min || v > s.maxCap() {
 				return op{}, redisError(fmt.Sprintf("Capacity must be in the range [cf-bucket-size * 2, %d]", s.maxCap()))
 			}
 			capacity, sized = v, true
@@ -161,14 +168,14 @@ func parseCFInsert(s *Server, args [][]byte) (op, error) {
 		return op{}, err
 	}
 	nx := lower(args[0], len(args[0])-1) == 'x'
-	spec := defaultCFSpec(uint64(capacity))
+	spec := bc.cfDefaultSpec(uint64(capacity))
 	if sized && !noCreate {
 		if err := checkSpec(spec); err != nil {
 			return op{}, err
 		}
 	}
 	cmd := &fsm.Command{Op: fsm.OpAdd, Family: fsm.FamilyCF, Key: string(args[1]), Items: args[items:],
-		Multi: true, NX: nx, NoCreate: noCreate, Spec: spec}
+		Multi: true, NX: nx, NoCreate: noCreate, Spec: spec, MaxFilters: bc.maxFilters()}
 	if nx {
 		return writeOp(cmd, renderInts), nil // integers even in RESP3
 	}

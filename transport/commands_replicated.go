@@ -15,6 +15,8 @@ func replicatedKeyspaceCommands() []*command {
 		{name: "renamenx", arity: 3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 2, step: 1, parse: parseRename},
 		{name: "flushall", arity: -1, flags: []string{"write"}, parse: parseFlush},
 		{name: "flushdb", arity: -1, flags: []string{"write"}, parse: parseFlush},
+		// UNLINK is DEL: a filter is freed as soon as its key is gone.
+		{name: "unlink", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: -1, step: 1, parse: parseDel},
 	}
 }
 

@@ -33,6 +33,15 @@
 // outcome is never reported as a plain failure; only a client that sent the write
 // with a session (IDEM client seq ...) may retry it blindly.
 //
+// # Redis tools
+//
+// The commands redis-cli, RedisInsight, redis_exporter and go-redis call are
+// answered as a Redis 7.2 server with RedisBloom loaded would answer them:
+// MODULE LIST, INFO (its sections and fields, the counters kept where commands
+// run), CLIENT LIST/INFO/KILL, MEMORY USAGE, CONFIG GET/SET (RedisBloom's
+// settings, this node's own), COMMAND DOCS (argument hints) and the HELP of
+// each container command. DESIGN.md says what each maps to.
+//
 // # Request reader
 //
 // Requests are read by a small RESP reader of our own rather than redcon.Reader,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,6 +200,12 @@ func TestTTLOfAKeyPastItsDeadline(t *testing.T) {
 	}
 	if n := ts.be.fsm.ExpiredKeys(); n != 1 {
 		t.Errorf("%d keys expired, want 1", n)
+	}
+	// INFO says so as Redis does: expired_keys in stats, expires= per database.
+	res(c.Expire(ctx, "other", time.Hour).Result()).must(t)
+	info := res(c.Info(ctx, "stats", "keyspace").Result()).must(t)
+	if !strings.Contains(info, "expired_keys:1\r\n") || !strings.Contains(info, "db0:keys=1,expires=1,") {
+		t.Errorf("INFO does not count the expiry:\n%s", info)
 	}
 }
 

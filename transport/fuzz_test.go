@@ -31,6 +31,13 @@ var fuzzSeeds = []string{
 	"SELECT 0", "CLIENT SETINFO LIB-NAME x", "CLIENT GETNAME", "CLIENT ID", "INFO keyspace", "COMMAND",
 	"COMMAND INFO bf.add", "COMMAND COUNT", "COMMAND DOCS", "READONLY", "READWRITE", "ROLE",
 	"CLUSTER NODES", "IDEM 1 2 CF.DEL cf a", "IDEM 1 1 BF.EXISTS bf a", "QUIT",
+	"INFO", "INFO all", "INFO default commandstats", "INFO replication", "CLIENT LIST", "CLIENT LIST TYPE normal",
+	"CLIENT LIST ID 1 2", "CLIENT INFO", "CLIENT KILL 1.2.3.4:5", "CLIENT KILL ID 1 SKIPME no USER default",
+	"CLIENT HELP", "MODULE LIST", "MODULE HELP", "MODULE LOAD x", "MEMORY USAGE bf SAMPLES 5", "MEMORY HELP",
+	"UNLINK bf x", "TIME", "CONFIG GET bf-* maxmemory", "CONFIG SET cf-bucket-size 3 cf-initial-size 64",
+	"CONFIG SET bf-error-rate 0.5", "CONFIG SET cf-max-expansions 2", "CONFIG RESETSTAT", "CONFIG HELP",
+	"COMMAND DOCS bf.insert client|kill", "COMMAND LIST FILTERBY MODULE bf", "COMMAND GETKEYS DEL a b",
+	"COMMAND HELP", "CLUSTER HELP",
 }
 
 // FuzzCommand sends arbitrary argument vectors through parsing and validation,
@@ -75,7 +82,7 @@ func fuzzState(t *testing.T) *fsm.FSM {
 	q := fsm.New(fsm.Options{})
 	specs := map[string]fsm.Command{
 		"bf":  {Op: fsm.OpReserve, Family: fsm.FamilyBF, Spec: bfSpec(0.01, 50, 2, false)},
-		"cf":  {Op: fsm.OpReserve, Family: fsm.FamilyCF, Spec: defaultCFSpec(64)},
+		"cf":  {Op: fsm.OpReserve, Family: fsm.FamilyCF, Spec: defaultBloomConfig(1 << 30).cfDefaultSpec(64)},
 		"cbf": {Op: fsm.OpReserve, Family: fsm.FamilyCBF, Spec: cbfSpec(filters.KindCounting, 0.01, 50, 4)},
 	}
 	i := uint64(0)

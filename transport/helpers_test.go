@@ -128,6 +128,9 @@ func (f *fakeQueries) Expiry(key string) (int64, bool) {
 	return 0, ok
 }
 
+func (f *fakeQueries) Expires() int        { return 0 }
+func (f *fakeQueries) ExpiredKeys() uint64 { return 0 }
+
 func (f *fakeQueries) Scan(cursor uint64, count int, match func(string, filters.Kind) bool) (uint64, []string) {
 	var keys []string
 	for _, k := range sortedKeys(f.kinds) {
@@ -140,7 +143,11 @@ func (f *fakeQueries) Scan(cursor uint64, count int, match func(string, filters.
 
 func (f *fakeQueries) Len() int            { return len(f.kinds) }
 func (f *fakeQueries) MemoryBytes() uint64 { return 0 }
-func (f *fakeQueries) List() []fsm.Info    { return nil }
+func (f *fakeQueries) MemoryUsage(key string) (uint64, bool) {
+	_, ok := f.kinds[key]
+	return 4096, ok
+}
+func (f *fakeQueries) List() []fsm.Info { return nil }
 
 func sortedKeys(m map[string]filters.Kind) []string {
 	var out []string

@@ -73,6 +73,12 @@ type Config struct {
 	FilterLayout string
 	// Version is reported by HELLO and INFO.
 	Version string
+	// MaxMemory is the node's --max-memory in bytes (0: none), which INFO and
+	// CONFIG GET report as maxmemory.
+	MaxMemory uint64
+	// SystemMemory is the memory the machine (or its container) has, for
+	// INFO's total_system_memory; 0 leaves the field out.
+	SystemMemory uint64
 	// Registry receives the transport's metrics; the cluster may register its own
 	// collectors on the same registry. Nil disables metrics.
 	Registry *prometheus.Registry

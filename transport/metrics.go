@@ -128,20 +128,15 @@ func registerNodeGauges(reg *prometheus.Registry, be Backend) {
 		func() float64 { return float64(be.Status().MemoryBytes) })
 }
 
-// observe records one served command.
-func (m *metrics) observe(name, outcome string, start time.Time) {
-	m.series(name, outcome).observe(start)
-}
-
 // series is the pair of instruments of one (command, outcome).
 type series struct {
 	count   prometheus.Counter
 	latency prometheus.Observer
 }
 
-func (s *series) observe(start time.Time) {
+func (s *series) observeDuration(d time.Duration) {
 	s.count.Inc()
-	s.latency.Observe(time.Since(start).Seconds())
+	s.latency.Observe(d.Seconds())
 }
 
 type seriesKey struct{ name, outcome string }

@@ -164,6 +164,8 @@ func domainErr(err error) (string, bool) {
 		return "Maximum expansions reached", true
 	case errors.Is(err, fsm.ErrNonScalingFull):
 		return "ERR non scaling filter is full", true
+	case errors.Is(err, fsm.ErrCannotGrow):
+		return "ERR problem inserting into filter", true
 	case errors.Is(err, fsm.ErrBadPosition):
 		return "Invalid position", true
 	case errors.Is(err, fsm.ErrBadData):
@@ -285,4 +287,15 @@ func (w *reply) failResult(r *fsm.Result) {
 		return
 	}
 	w.fail(redisError("ERR internal error: empty result"))
+}
+
+// set starts a set of n elements: RESP3 "~n", RESP2 an array.
+func (w *reply) set(n int) {
+	if w.resp3() {
+		w.b = append(w.b, '~')
+		w.b = strconv.AppendInt(w.b, int64(n), 10)
+		w.b = append(w.b, '\r', '\n')
+		return
+	}
+	w.array(n)
 }

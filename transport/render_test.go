@@ -57,6 +57,7 @@ func TestRenderWrites(t *testing.T) {
 		{"BF.LOADCHUNK k 9 x", fsm.Result{Err: fsm.ErrChunkOutside}, "-ERR invalid offset - no link found\r\n", "-ERR invalid offset - no link found\r\n"},
 		{"BF.LOADCHUNK k 9 x", fsm.Result{Err: fsm.ErrChunkTooBig}, "-ERR invalid chunk - Too big for current filter\r\n", "-ERR invalid chunk - Too big for current filter\r\n"},
 		{"BF.LOADCHUNK k 9 x", fsm.Result{Err: fsm.ErrNotFound}, "-ERR not found\r\n", "-ERR not found\r\n"},
+		{"BF.ADD k a", fsm.Result{Err: fsm.ErrCannotGrow}, "-ERR problem inserting into filter\r\n", "-ERR problem inserting into filter\r\n"},
 		{"CBF.DEL k a", fsm.Result{Err: fsm.ErrNotFound}, "-ERR not found\r\n", "-ERR not found\r\n"},
 		{"CBF.DEL k a", fsm.Result{Ints: []int64{1}}, ":1\r\n", "#t\r\n"},
 		{"CBF.RESERVE k 0.01 10", fsm.Result{Err: fsm.ErrBadSpec}, "-ERR could not create filter\r\n", "-ERR could not create filter\r\n"},

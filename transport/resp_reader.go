@@ -82,7 +82,8 @@ type reader struct {
 	pos   int   // parse position relative to r
 	marks []int // start, end of each argument parsed so far, relative to r
 
-	err error // a read or protocol error held back until the batch before it is served
+	err   error  // a read or protocol error held back until the batch before it is served
+	nread uint64 // bytes read since the connection opened (INFO total_net_input_bytes)
 
 	// Budget accounting (see budget.go).
 	charged int64 // for buf and marks beyond their free sizes
@@ -163,6 +164,7 @@ func (rd *reader) fill() error {
 	}
 	n, err := rd.src.Read(rd.buf[rd.w:])
 	rd.w += n
+	rd.nread += uint64(n)
 	rd.burst += n
 	rd.full = rd.w == len(rd.buf)
 	if n > 0 {

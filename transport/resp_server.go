@@ -2,7 +2,9 @@ package transport
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net"
@@ -33,8 +35,16 @@ type Server struct {
 	be      Backend
 	log     *slog.Logger
 	cmds    map[string]*command
+	cmdList []*command // cmds by name
 	m       *metrics
+	stats   serverStats // INFO stats and commandstats (stats.go)
 	started time.Time
+	bloom   atomic.Pointer[bloomConfig] // CONFIG SET bf-* and cf-* (bloomconfig.go)
+	bloomMu sync.Mutex                  // serialises CONFIG SET
+	configs []configParam               // CONFIG GET's parameters
+	bg      sync.WaitGroup              // the stats sampler
+	runID   string                      // INFO run_id: 40 random hex digits, new each start
+	port    atomic.Int64                // INFO tcp_port: the first TCP listener's
 
 	ctx    context.Context // ends when Close gives up waiting; bounds every wait
 	cancel context.CancelFunc
@@ -63,14 +73,19 @@ func New(cfg Config, be Backend) *Server {
 	s := &Server{
 		cfg: cfg, be: be, log: cfg.Logger, cmds: commandTable(),
 		m: newMetrics(cfg.Registry, be), started: time.Now(),
-		ctx: ctx, cancel: cancel,
+		ctx: ctx, cancel: cancel, runID: newRunID(),
 		budget: all, strangerBudget: newBudget(cfg.MaxRequestBuffer/4, all),
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
 		slots: newSlots(cfg.MaxClients),
 	}
 	s.rlim = &readLimits{maxReq: cfg.MaxRequestBytes, maxArgs: cfg.maxArgs(),
 		maxBulk: cfg.MaxItemBytes, argBytes: s.argBytes}
+	s.cmdList = listCommands(s.cmds)
+	s.configs = configParams()
+	s.bloom.Store(defaultBloomConfig(s.maxCap()))
 	registerBudgetGauge(cfg.Registry, all)
+	s.bg.Add(1)
+	go s.sampleLoop()
 	return s
 }
 
@@ -84,6 +99,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.listeners[ln] = struct{}{}
 	s.mu.Unlock()
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		s.port.CompareAndSwap(0, int64(a.Port))
+	}
 	defer func() {
 		s.mu.Lock()
 		delete(s.listeners, ln)
@@ -126,8 +144,10 @@ func (s *Server) accept(nc net.Conn) {
 	if ok {
 		s.conns[c] = struct{}{}
 		s.m.accepted.Inc()
+		s.stats.connections.Add(1)
 	} else {
 		s.m.rejected.Inc()
+		s.stats.rejected.Add(1)
 	}
 	s.mu.Unlock()
 	if evict != nil {
@@ -144,8 +164,11 @@ func (s *Server) accept(nc net.Conn) {
 // sends something: the reader's buffer comes with the first read, redcon's
 // writer buffer with the first reply.
 func (s *Server) newConn(nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, wr: redcon.NewWriter(nc),
+	c := &conn{s: s, nc: nc, wr: redcon.NewWriter(nc), created: time.Now(), fd: socketFD(nc),
+		raddr: nc.RemoteAddr().String(), laddr: nc.LocalAddr().String(),
 		sess: session{id: s.nextID.Add(1), proto: 2, level: s.cfg.DefaultReadLevel}}
+	c.sess.conn = c
+	c.active.Store(c.created.UnixNano())
 	c.sess.authed = s.cfg.RequirePass == ""
 	c.stranger = !c.sess.authed
 	bud := s.budget
@@ -157,6 +180,13 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	}
 	c.rd = newReader(nc, s.rlim, bud)
 	return c
+}
+
+// newRunID is a random identifier of this start, as Redis's run_id.
+func newRunID() string {
+	var b [20]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Close stops accepting, lets every connection finish the batch it is serving
@@ -187,6 +217,7 @@ func (s *Server) Close() error {
 		<-done
 	}
 	s.cancel()
+	s.bg.Wait()
 	return nil
 }
 
@@ -197,6 +228,18 @@ type conn struct {
 	rd   *reader
 	wr   *redcon.Writer
 	sess session
+
+	// What CLIENT LIST shows (clients.go). The first four never change; the
+	// atomics are written by the connection's goroutine and read by others.
+	created      time.Time
+	fd           int
+	raddr, laddr string
+	active       atomic.Int64            // Unix ns of the last request read
+	lastCmd      atomic.Pointer[command] // the command served last (nil: none yet)
+	rbs, rbp     atomic.Int64            // read buffer size now, and its peak
+	qbuf         atomic.Int64            // bytes read and not yet parsed
+	netIn        uint64                  // bytes read, as last added to the server's count
+	q            *countingQueries        // the state machine, counting keyspace hits and misses
 
 	// Slot accounting (admission.go), guarded by s.mu.
 	stranger     bool  // has not authenticated and holds a stranger's slot
@@ -219,12 +262,19 @@ type conn struct {
 // pending is a reply that must wait for an earlier write's outcome: a write's own
 // future, or an already rendered reply queued behind one.
 type pending struct {
-	fut    *cluster.Future
+	fut *cluster.Future
+	// more are the futures of the other pieces of a write sent as several
+	// (a large LOADCHUNK, splitChunk): the reply is the first failure, or the
+	// last piece's result.
+	more   []*cluster.Future
 	render func(*reply, *fsm.Result)
 	pre    []byte
 	proto  int
 	name   string
+	def    *command
 	start  time.Time
+	// rejected: pre is the error of a command refused before it ran.
+	rejected bool
 }
 
 // refuse tells a client over the limit so, then closes it.
@@ -252,6 +302,7 @@ func (c *conn) serve() {
 		authed := c.sess.authed
 		c.rd.preAuth = !authed
 		batch, err := c.rd.readBatch()
+		c.noteRead()
 		if err != nil {
 			c.readFailed(err)
 			return
@@ -312,6 +363,21 @@ func (c *conn) armReadDeadline() {
 	c.deadlineArmed = !d.IsZero()
 }
 
+// noteRead adds what the reader read since the last batch to the server's
+// input bytes, and publishes the reader's buffer for CLIENT LIST.
+func (c *conn) noteRead() {
+	if n := c.rd.nread; n != c.netIn {
+		c.s.stats.netIn.Add(n - c.netIn)
+		c.netIn = n
+	}
+	size := int64(len(c.rd.buf))
+	c.rbs.Store(size)
+	if size > c.rbp.Load() {
+		c.rbp.Store(size)
+	}
+	c.qbuf.Store(int64(c.rd.w - c.rd.r))
+}
+
 // readFailed answers a protocol error before the connection closes, and counts
 // why it closes.
 func (c *conn) readFailed(err error) {
@@ -350,6 +416,7 @@ func (c *conn) done() {
 }
 
 func (c *conn) flush() error {
+	c.s.stats.netOut.Add(uint64(len(c.out)))
 	c.wr.WriteRaw(c.out)
 	c.out = c.out[:0]
 	if cap(c.out) > 1<<20 {
@@ -371,23 +438,30 @@ func (c *conn) exec(batch [][][]byte) {
 	c.barrierDone = false
 	// Requests of a batch arrived together: one clock reading serves them all.
 	start := time.Now()
+	c.active.Store(start.UnixNano())
 	for _, args := range batch {
 		if c.sess.quit {
 			break // QUIT: later requests are not served
 		}
 		o, err := c.s.parse(&c.sess, args)
+		c.lastCmd.Store(o.def) // nil for an unknown command: "cmd=NULL", as Redis shows it
 		switch {
 		case err != nil:
-			c.immediate(o.name, start, func(w *reply) { w.fail(err) })
+			c.immediate(o, start, func(w *reply) { w.fail(err) })
 		case o.kind == opWrite:
-			c.pending = append(c.pending, pending{fut: c.s.be.Submit(o.cmd), render: o.render,
-				proto: c.sess.proto, name: o.name, start: start})
+			pieces := splitChunk(o.cmd)
+			p := pending{fut: c.s.be.Submit(pieces[0]), render: o.render,
+				proto: c.sess.proto, name: o.name, def: o.def, start: start}
+			for _, pc := range pieces[1:] {
+				p.more = append(p.more, c.s.be.Submit(pc))
+			}
+			c.pending = append(c.pending, p)
 			c.barrierDone = false
 		case o.kind == opRead:
 			c.drain()
 			c.read(o, start)
 		default:
-			c.immediate(o.name, start, func(w *reply) { o.local(&c.sess, w) })
+			c.immediate(o, start, func(w *reply) { o.local(&c.sess, w) })
 		}
 	}
 	c.drain()
@@ -395,17 +469,17 @@ func (c *conn) exec(batch [][][]byte) {
 
 // immediate renders a reply that needs no waiting, in place or queued behind
 // pending writes.
-func (c *conn) immediate(name string, start time.Time, render func(w *reply)) {
+func (c *conn) immediate(o op, start time.Time, render func(w *reply)) {
 	if len(c.pending) == 0 {
 		w := reply{b: c.out, proto: c.sess.proto}
 		render(&w)
-		c.s.m.observe(name, replyOutcome(w.b, len(c.out)), start)
+		c.s.observe(o.name, o.def, replyOutcome(w.b, len(c.out)), start, o.rejected)
 		c.out = w.b
 		return
 	}
 	w := reply{proto: c.sess.proto}
 	render(&w)
-	c.pending = append(c.pending, pending{pre: w.b, name: name, start: start})
+	c.pending = append(c.pending, pending{pre: w.b, name: o.name, def: o.def, start: start, rejected: o.rejected})
 }
 
 // drain waits for every pending write in order and renders the replies.
@@ -418,11 +492,18 @@ func (c *conn) drain() {
 	for i := range c.pending {
 		p := &c.pending[i]
 		if p.fut == nil {
-			c.s.m.observe(p.name, replyOutcome(p.pre, 0), p.start)
+			c.s.observe(p.name, p.def, replyOutcome(p.pre, 0), p.start, p.rejected)
 			c.out = append(c.out, p.pre...)
 			continue
 		}
 		res, err := p.fut.Wait(ctx)
+		for _, f := range p.more {
+			if err != nil || (res != nil && res.Err != nil) {
+				f.Wait(ctx) // a later piece may still apply: wait it out, report the first failure
+				continue
+			}
+			res, err = f.Wait(ctx)
+		}
 		w := reply{b: c.out, proto: p.proto}
 		switch {
 		case err != nil:
@@ -437,7 +518,7 @@ func (c *conn) drain() {
 		if err == nil && res.Err != nil {
 			oc = "error"
 		}
-		c.s.m.observe(p.name, oc, p.start)
+		c.s.observe(p.name, p.def, oc, p.start, false)
 		c.out = w.b
 		*p = pending{}
 	}
@@ -455,10 +536,13 @@ func (c *conn) read(o op, start time.Time) {
 	w := reply{b: c.out, proto: c.sess.proto}
 	if c.barrierErr != nil {
 		w.fail(readErr(c.barrierErr))
-		c.s.m.observe(o.name, "unavailable", start)
+		c.s.observe(o.name, o.def, "unavailable", start, false)
 	} else {
-		o.read(c.s.be.FSM(), &w)
-		c.s.m.observe(o.name, replyOutcome(w.b, len(c.out)), start)
+		if c.q == nil {
+			c.q = &countingQueries{queries: c.s.be.FSM(), ss: &c.s.stats}
+		}
+		o.read(c.q, &w)
+		c.s.observe(o.name, o.def, replyOutcome(w.b, len(c.out)), start, false)
 	}
 	c.out = w.b
 }

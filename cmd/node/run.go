@@ -126,6 +126,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		return err
 	}
 	tcfg.Logger, tcfg.Registry, tcfg.Version = logger, reg, version
+	tcfg.MaxMemory, tcfg.SystemMemory = ccfg.MaxMemory, totalMemory()
 	if faults != nil {
 		tcfg.Routes = faultRoutes(faults, self)
 	}

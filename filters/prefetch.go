@@ -64,7 +64,6 @@ func (s *Scalable) Prefetch(items [][]byte) uint64 {
 	return sum
 }
 
-
 // Prefetch reads the first word of each item's first bucket in every
 // sub-filter, where an add looks for a free slot first.
 func (c *Cuckoo) Prefetch(items [][]byte) uint64 {

@@ -46,7 +46,6 @@ func BenchmarkScalableAddBatch(b *testing.B) {
 	}
 }
 
-
 // BenchmarkCuckooAddBatch is BenchmarkScalableAddBatch for a cuckoo filter
 // with CF.RESERVE's defaults.
 func BenchmarkCuckooAddBatch(b *testing.B) {

@@ -238,6 +238,22 @@ func TestImportKinds(t *testing.T) {
 	if n := infoInt64(t, c, "CF", "coupons", "Number of items inserted"); n != 4000 {
 		t.Errorf("a refused import changed the filter: %d items", n)
 	}
+
+	// A cuckoo filter that cannot grow fills up: the import stops, exit 1,
+	// and says where to resume (after the last chunk taken whole; with one
+	// chunk in flight, the chunks before the first that failed).
+	if err := c.Do(bg(), "CF.RESERVE", "small", 600, "EXPANSION", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runImport(t, nil, "--addr", p.RESP, "--key", "small", "--kind", "cf", "--chunk", "100", "--inflight", "1", file)
+	m := resumeLine.FindStringSubmatch(out)
+	if code != 1 || m == nil || !strings.Contains(errOut, "stopped by an error") || !strings.Contains(errOut, "no room") ||
+		!strings.Contains(errOut, "some keys after it were (or may have been) added too") {
+		t.Fatalf("a full filter: exit %d\n%s%s", code, out, errOut)
+	}
+	if skip, _ := strconv.Atoi(m[1]); skip%100 != 0 || skip == 0 || skip >= 600 {
+		t.Errorf("a full filter: resume at line %s, want a chunk's end below 600", m[1])
+	}
 }
 
 // TestImportErrors: bad flags exit 2 before anything is sent; an unreachable

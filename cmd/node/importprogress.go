@@ -123,8 +123,12 @@ func (p *progress) logLine(w io.Writer) {
 	if total > 0 && read > 0 {
 		elapsed := time.Since(p.im.start)
 		left := time.Duration(float64(elapsed) * float64(total-read) / float64(read))
-		line += fmt.Sprintf(" of %s (%.0f%%), ETA %s", humanBytes(total), 100*float64(read)/float64(total),
-			left.Round(time.Second))
+		if left >= 10*time.Second {
+			left = left.Round(time.Second)
+		} else {
+			left = left.Round(100 * time.Millisecond)
+		}
+		line += fmt.Sprintf(" of %s (%.0f%%), ETA %s", humanBytes(total), 100*float64(read)/float64(total), left)
 	}
 	fmt.Fprintln(w, line)
 }

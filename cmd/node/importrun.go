@@ -37,7 +37,6 @@ type importer struct {
 
 	added, dups atomic.Int64 // answered keys: new, or there already
 	maybe       atomic.Bool  // a chunk may have been applied without an answer
-	acked       func() int64
 }
 
 type mark struct{ keys, line int64 }
@@ -124,7 +123,6 @@ func (im *importer) load(ctx context.Context, stop <-chan struct{}) int {
 
 	bulk := im.c.NewBulk(ctx, o.clientKind(), o.key, rclient.BulkOptions{Chunk: o.chunk, InFlight: o.inflight,
 		NoCreate: o.kind != "cbf", NX: o.nx, OnChunk: im.onChunk})
-	im.acked = bulk.Acked
 	im.start = time.Now()
 	im.startProgress()
 	interrupted, readErr, ended := im.feed(bulk, batches, stop)

@@ -40,7 +40,8 @@ lines are passed over. Lines are numbered from 1 across all the inputs.
   --error-rate P       false positive rate of a filter this creates (bf, cbf;
                        default 0.01)
   --capacity N         items of a filter this creates (default: the number of
-                       lines, when the input is plain files; else 1000000)
+                       lines, when the input is plain files, estimated from
+                       the size of those over 4 MiB; else 1000000)
   --nx                 cf: add only keys not there yet (CF.INSERTNX), so that
                        duplicates are counted and stored once
   --skip N             pass over the first N lines (to resume an import)
@@ -275,8 +276,11 @@ func (im *importer) create(ctx context.Context) error {
 	o := im.o
 	capacity, how := o.capacity, ""
 	if capacity == 0 {
-		if n, ok := countLines(im.inputs); ok {
+		if n, exact, ok := countLines(im.inputs); ok {
 			capacity, how = max(n, 1), " (the input's line count)"
+			if !exact {
+				how = " (the input's lines, estimated from its size)"
+			}
 		} else {
 			capacity, how = 1000000, " (the default: the size of the input is not known)"
 		}

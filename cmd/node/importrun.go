@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/term"
 
 	rclient "github.com/rookerydb/rookery/client"
 )
@@ -52,6 +55,12 @@ func (im *importer) run(sigs <-chan os.Signal) int {
 		return im.fail(err)
 	}
 	im.inputs = inputs
+	if f, ok := im.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) && slices.ContainsFunc(inputs, isStdin) {
+		im.logf("reading keys from standard input, one per line; Ctrl-D ends them\n")
+		if im.o.progress == "auto" {
+			im.o.progress = "none" // it would write over what is typed
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// The first signal stops reading (and ends the set-up, if it is not
@@ -249,3 +258,5 @@ func (im *importer) report(interrupted bool, readErr, loadErr error, acked int64
 	}
 	return importExitInterrupted
 }
+
+func isStdin(in input) bool { return in.name == "-" }

@@ -110,11 +110,21 @@ func TestLineSourceFiles(t *testing.T) {
 	if got := collect(t, s, 10); !reflect.DeepEqual(got, []string{"a2", "b1", "b2"}) || s.line != 5 || s.blank != 1 {
 		t.Errorf("got %q, %d lines, %d blank", got, s.line, s.blank)
 	}
-	if n, ok := countLines(in); ok {
+	if n, _, ok := countLines(in); ok {
 		t.Errorf("countLines counted %d lines of a gzip file", n)
 	}
-	if n, ok := countLines(in[:1]); !ok || n != 2 {
-		t.Errorf("countLines = %d, %v; want 2", n, ok)
+	if n, exact, ok := countLines(in[:1]); !ok || !exact || n != 2 {
+		t.Errorf("countLines = %d, %v, %v; want 2, exact", n, exact, ok)
+	}
+	// A large file of keys of one length: estimated from its size, within a
+	// line of the truth.
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("0123456789abcdef\n"), 1000000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in, _ = openInputs([]string{big, plain})
+	if n, exact, ok := countLines(in); !ok || exact || n < 1000001 || n > 1000003 {
+		t.Errorf("countLines of 1000000 + 2 lines = %d, %v, %v", n, exact, ok)
 	}
 	in, _ = openInputs([]string{plain, bad})
 	out := make(chan batch, 4)

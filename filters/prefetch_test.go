@@ -75,7 +75,7 @@ func BenchmarkCuckooAddBatch(b *testing.B) {
 // TestPrefetchChangesNothing: reading ahead leaves every kind that does it
 // byte for byte as it was, the blocked and the classic Bloom layouts (error
 // rate 1e-6 is classic), a scalable filter and a cuckoo filter of two
-// sub-filters each.
+// sub-filters each, and a counting filter.
 func TestPrefetchChangesNothing(t *testing.T) {
 	blocked, _ := NewBloom(1000, 0.01)
 	classic, _ := NewBloom(1000, 1e-6)
@@ -83,6 +83,7 @@ func TestPrefetchChangesNothing(t *testing.T) {
 		t.Fatalf("layouts: classic %d blocks, blocked %d", classic.blocks, blocked.blocks)
 	}
 	scalable, _ := NewScalable(100, 0.01, 2, false)
+	counting, _ := NewCounting(100, 0.01, 4)
 	cuckoo, _ := NewCuckoo(CuckooConfig{Capacity: 100, BucketSize: 2, MaxIterations: 5, Expansion: 2})
 	items := benchItems(300, 7)
 	for _, it := range items[:200] {
@@ -94,6 +95,7 @@ func TestPrefetchChangesNothing(t *testing.T) {
 		if err := cuckoo.Add(it); err != nil {
 			t.Fatal(err)
 		}
+		counting.Add(it)
 	}
 	if len(scalable.filters) < 2 || len(cuckoo.subs) < 2 {
 		t.Fatalf("want two sub-filters: scalable %d, cuckoo %d", len(scalable.filters), len(cuckoo.subs))
@@ -101,7 +103,7 @@ func TestPrefetchChangesNothing(t *testing.T) {
 	for _, f := range []interface {
 		Filter
 		Prefetcher
-	}{blocked, classic, scalable, cuckoo} {
+	}{blocked, classic, scalable, cuckoo, counting} {
 		before := encoded(t, f)
 		f.Prefetch(items)
 		if !bytes.Equal(before, encoded(t, f)) {
@@ -117,4 +119,28 @@ func encoded(t *testing.T, f Filter) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// BenchmarkCountingAddBatch is BenchmarkScalableAddBatch for a counting
+// filter with CBF.RESERVE's defaults (4-bit counters, 1%).
+func BenchmarkCountingAddBatch(b *testing.B) {
+	for _, pf := range []bool{false, true} {
+		b.Run(fmt.Sprintf("prefetch=%v", pf), func(b *testing.B) {
+			c, err := NewCounting(10_000_000, 0.01, 4)
+			if err != nil {
+				b.Fatal(err)
+			}
+			items := benchItems(b.N, 1)
+			b.ResetTimer()
+			for i := 0; i < len(items); i += PrefetchWindow {
+				win := items[i:min(i+PrefetchWindow, len(items))]
+				if pf {
+					c.Prefetch(win)
+				}
+				for _, it := range win {
+					c.Add(it)
+				}
+			}
+		})
+	}
 }

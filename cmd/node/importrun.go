@@ -235,12 +235,16 @@ func (im *importer) report(interrupted bool, readErr, loadErr error, acked int64
 		return 0
 	}
 	line := im.resumeLine(acked)
-	why := "interrupted"
-	if readErr != nil {
-		why = "stopped by an error reading the input: " + readErr.Error()
-	}
-	if loadErr != nil {
+	var why string
+	switch {
+	case interrupted && loadErr != nil:
+		why = "interrupted twice, the commands in flight abandoned: " + loadErr.Error()
+	case interrupted:
+		why = "interrupted"
+	case loadErr != nil:
 		why = "stopped by an error: " + loadErr.Error()
+	default:
+		why = "stopped by an error reading the input: " + readErr.Error()
 	}
 	after := "nothing after it was added"
 	switch {
@@ -253,10 +257,10 @@ func (im *importer) report(interrupted bool, readErr, loadErr error, acked int64
 	im.logf("%s\nevery line up to line %d is in the filter, %s; to resume, run the same command with --skip %d\n",
 		why, line, after, line)
 	fmt.Fprintf(im.stdout, "resume with --skip %d\n", line)
-	if failed {
-		return 1
+	if interrupted {
+		return importExitInterrupted
 	}
-	return importExitInterrupted
+	return 1
 }
 
 func isStdin(in input) bool { return in.name == "-" }

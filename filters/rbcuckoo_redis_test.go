@@ -1,3 +1,5 @@
+//go:build redisbloom
+
 package filters
 
 import (
@@ -141,18 +143,6 @@ func (rc *rbcConn) dump(t *testing.T, key string) []rbcChunk {
 		out = append(out, rbcChunk{next, rbcHexChunk(t, data)})
 		pos = next
 	}
-}
-
-func rbcSameDump(a, b []rbcChunk) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].next != b[i].next || !bytes.Equal(a[i].data, b[i].data) {
-			return false
-		}
-	}
-	return true
 }
 
 func rbcRedis(t *testing.T) *rbcConn {

@@ -148,6 +148,24 @@ func TestCommands(t *testing.T) {
 		t.Fatal("CBF.DEL of one of two occurrences")
 	}
 
+	for key, want := range map[string]string{"users": "MBbloom--", "coupons": "MBbloomCF", "counts": "MBbloomCBF", "nothing": "none"} {
+		if typ := got(c.Type(bg, key)).must(t); typ != want {
+			t.Errorf("TYPE %s = %q, want %q", key, typ, want)
+		}
+	}
+	if in := got(c.Info(bg, "CBF", "counts")).must(t); in["Capacity"] != "1000" || in["Counter bits"] != "8" ||
+		in["Layout"] != "dleft" || in["Number of items inserted"] != "1" {
+		t.Errorf("CBF.INFO %v", in)
+	}
+	if in := got(c.Info(bg, "BF", "tiny")).must(t); in["Capacity"] != "2" || in["Expansion rate"] != "" {
+		t.Errorf("BF.INFO of a non-scaling filter %v", in)
+	}
+	if in := got(c.Info(bg, "CF", "coupons")).must(t); in["Bucket size"] != "4" || in["Number of items inserted"] != "4" {
+		t.Errorf("CF.INFO %v", in)
+	}
+	if _, err := c.Info(bg, "BF", "nothing"); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("BF.INFO of a missing key: %v", err)
+	}
 	if !got(c.Exists(bg, "counts")).must(t) {
 		t.Fatal("EXISTS")
 	}

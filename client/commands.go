@@ -288,6 +288,48 @@ func (c *Client) Exists(ctx context.Context, key string) (bool, error) {
 	return do(ctx, c, op[bool]{args: []string{"EXISTS", key}, decode: asBool})
 }
 
+// Type returns the kind of the key, as TYPE names it: "MBbloom--" (Bloom),
+// "MBbloomCF" (cuckoo), "MBbloomCBF" (counting Bloom), or "none" when there
+// is no such key.
+func (c *Client) Type(ctx context.Context, key string) (string, error) {
+	r, err := do(ctx, c, op[reply]{args: []string{"TYPE", key}, decode: asReply})
+	if err != nil {
+		return "", err
+	}
+	if r.kind != '+' && r.kind != '$' {
+		return "", unexpected(r)
+	}
+	return r.str, nil
+}
+
+// Info returns what BF.INFO, CF.INFO or CBF.INFO (family "BF", "CF" or
+// "CBF") says of key, field by field ("Capacity", "Number of items
+// inserted", ...), integers in decimal. A missing key is ErrNotFound.
+func (c *Client) Info(ctx context.Context, family, key string) (map[string]string, error) {
+	r, err := do(ctx, c, op[reply]{args: []string{family + ".INFO", key}, decode: asReply})
+	if err != nil {
+		return nil, err
+	}
+	if r.kind != '*' || len(r.arr)%2 != 0 {
+		return nil, fmt.Errorf("rookery: unexpected %s.INFO reply", family)
+	}
+	out := make(map[string]string, len(r.arr)/2)
+	for i := 0; i < len(r.arr); i += 2 {
+		v := r.arr[i+1]
+		switch v.kind {
+		case ':':
+			out[r.arr[i].str] = itoa(v.num)
+		case '+', '$':
+			out[r.arr[i].str] = v.str
+		case 0:
+			out[r.arr[i].str] = ""
+		default:
+			return nil, fmt.Errorf("rookery: unexpected %s.INFO reply", family)
+		}
+	}
+	return out, nil
+}
+
 func withItems(args []string, items []string) []string {
 	return append(args, items...)
 }

@@ -125,10 +125,20 @@ func (f *FSM) applyAdd(c *Command) *Result {
 	}
 	r := &Result{Ints: make([]int64, 0, len(c.Items))}
 	f.mutate(e, func(flt filters.Filter) {
-		for _, it := range c.Items {
-			v, err, stop := addItem(flt, it, c.NX, c.Multi)
+		// A batch reads ahead the memory of each window of items before
+		// adding them (filters/prefetch.go); one item gains nothing.
+		pf, _ := flt.(filters.Prefetcher)
+		if len(c.Items) < 2 {
+			pf = nil
+		}
+		add := adder(flt) // once, not per item: a map lookup cost 6% of a leader's CPU
+		for i, it := range c.Items {
+			if pf != nil && i%filters.PrefetchWindow == 0 {
+				pf.Prefetch(c.Items[i:min(i+filters.PrefetchWindow, len(c.Items))])
+			}
+			v, err, stop := add(flt, it, c.NX, c.Multi)
 			if mutant.On(mutant.AddTwice) && err == nil {
-				addItem(flt, it, c.NX, c.Multi)
+				add(flt, it, c.NX, c.Multi)
 			}
 			if err != nil && (stop || !c.Multi) {
 				r.Err = err
@@ -157,13 +167,13 @@ func refuseMaxFilters(c *Command, flt filters.Filter) error {
 	return nil
 }
 
-// addItem adds one item to flt as its kind does (kindDesc.add).
-func addItem(flt filters.Filter, item []byte, nx, multi bool) (int64, error, bool) {
+// adder returns how items are added to flt: its kind's kindDesc.add.
+func adder(flt filters.Filter) func(flt filters.Filter, item []byte, nx, multi bool) (int64, error, bool) {
 	k, ok := kinds[flt.Kind()]
-	if !ok {
-		return 0, ErrWrongType, true
+	if !ok || k.add == nil {
+		return func(filters.Filter, []byte, bool, bool) (int64, error, bool) { return 0, ErrWrongType, true }
 	}
-	return k.add(flt, item, nx, multi)
+	return k.add
 }
 
 // applyDelete deletes one copy of each of c.Items (CF.DEL, CBF.DEL).

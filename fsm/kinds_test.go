@@ -45,7 +45,7 @@ func TestEveryKindHasARow(t *testing.T) {
 			t.Errorf("kind %d: estimate %d (%v), built %d bytes", k, want, err, flt.MemoryBytes())
 		}
 		item := []byte("item")
-		if v, err, _ := addItem(flt, item, false, false); err != nil || v != 1 {
+		if v, err, _ := adder(flt)(flt, item, false, false); err != nil || v != 1 {
 			t.Errorf("kind %d: first add %d %v", k, v, err)
 		}
 		if !testItem(flt, item) {

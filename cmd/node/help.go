@@ -46,6 +46,7 @@ var commandSummaries = []struct{ name, summary string }{
 	{"wait", "wait until a node is ready"},
 	{"snapshot", "save, restore or inspect a backup of the cluster"},
 	{"migrate", "copy every filter of a Redis with RedisBloom (or another cluster) into this one"},
+	{"import", "load keys, one per line, from files or stdin into a filter, with progress and resume"},
 	{"recover", "recover a node whose log is damaged, or a cluster that lost its quorum"},
 	{"tls", "make the cluster's CA and certificates"},
 	{"probe", "exit 0 if a URL answers 200 (a container health check)"},

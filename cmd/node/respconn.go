@@ -20,6 +20,9 @@ import (
 type respTarget struct {
 	addr, password            string
 	caFile, certFile, keyFile string
+	// keyFlag, when set, names the client key's flag instead of --key
+	// (`rookery import`, whose --key names the filter).
+	keyFlag string
 }
 
 // flags registers the target's flags on fs with prefix ("" or "from-") and
@@ -35,8 +38,12 @@ func (t *respTarget) flags(fs *flag.FlagSet, prefix, what, defAddr string, env f
 	fs.StringVar(&t.addr, addrFlag, defAddr, what+": HOST:PORT or redis://[[user]:password@]host:port[/db], rediss:// for TLS")
 	fs.StringVar(&t.password, prefix+"password", t.password, what+"'s password (AUTH)")
 	fs.StringVar(&t.caFile, prefix+"cacert", "", "PEM file of the CA that signed "+what+"'s certificate: speak TLS")
-	fs.StringVar(&t.certFile, prefix+"cert", "", "client certificate to present to "+what+" (with --"+prefix+"key)")
-	fs.StringVar(&t.keyFile, prefix+"key", "", "client private key for "+what)
+	keyFlag := prefix + "key"
+	if t.keyFlag != "" {
+		keyFlag = t.keyFlag
+	}
+	fs.StringVar(&t.certFile, prefix+"cert", "", "client certificate to present to "+what+" (with --"+keyFlag+")")
+	fs.StringVar(&t.keyFile, keyFlag, "", "client private key for "+what)
 }
 
 // options turns the target into go-redis options: a connection that retries

@@ -131,9 +131,6 @@ func (g *rbGolden) build(t testing.TB) *RBChain {
 
 func (g *rbGolden) items() [][]byte { return rbItems(g.prefix, 0, g.n) }
 
-// probes are the items, then g.absent items never added.
-func (g *rbGolden) probes() [][]byte { return append(g.items(), rbItems("absent:", 0, g.absent)...) }
-
 func rbItems(prefix string, lo, n int) [][]byte {
 	out := make([][]byte, n)
 	for i := range out {

@@ -481,3 +481,6 @@ func rbRedisLarge(t *testing.T, rc *respConn) {
 		}
 	}
 }
+
+// probes are the items, then g.absent items never added.
+func (g *rbGolden) probes() [][]byte { return append(g.items(), rbItems("absent:", 0, g.absent)...) }

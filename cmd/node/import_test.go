@@ -25,7 +25,14 @@ import (
 // code, stdout and stderr.
 func runImport(t *testing.T, stdin io.Reader, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"import"}, args...)...)
+	return runTool(t, "import", stdin, args...)
+}
+
+// runTool runs `rookery NAME` with args and stdin, and returns its exit code,
+// stdout and stderr.
+func runTool(t *testing.T, name string, stdin io.Reader, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{name}, args...)...)
 	cmd.Stdin = stdin
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut

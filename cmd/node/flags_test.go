@@ -87,3 +87,19 @@ func TestSizeBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterLayoutFlag: --filter-layout takes our layout or RedisBloom's and
+// names itself when given anything else.
+func TestFilterLayoutFlag(t *testing.T) {
+	env := func(string) (string, bool) { return "", false }
+	for _, v := range []string{"rookery", "redisbloom"} {
+		o, err := parseOptions([]string{"--dev", "--filter-layout", v}, env, io.Discard)
+		if err != nil || o.filterLayout != v {
+			t.Errorf("--filter-layout %s: %+v %v", v, o, err)
+		}
+	}
+	_, err := parseOptions([]string{"--dev", "--filter-layout", "RedisBloom8"}, env, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `--filter-layout must be rookery or redisbloom, got "RedisBloom8"`) {
+		t.Errorf("a bad layout: %v", err)
+	}
+}

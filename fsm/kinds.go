@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 
 	"github.com/rookerydb/rookery/filters"
@@ -202,7 +203,7 @@ func init() {
 			}
 			return filters.RBCuckooBytes(s.Capacity, bs, mi, ex)
 		},
-		add: addRBCuckoo,
+		add: addCuckoo,
 		refuse: func(flt filters.Filter) error {
 			if flt.(*filters.RBCuckoo).CheckExpansions(filters.RBCuckooMaxExpansions) != nil {
 				return ErrMaxExpansions
@@ -244,48 +245,31 @@ func rbCuckooParams(s Spec) (bucketSize, maxIter, expansion uint16, err error) {
 // rbCuckooSlots is the slots of every sub-filter of v: sub-filter i has the
 // first one's buckets times expansion^i.
 func rbCuckooSlots(v *filters.RBCuckoo) uint64 {
-	n, shift := uint64(0), uint(bitsLen(uint64(v.Expansion())))
+	n, shift := uint64(0), uint(0)
+	if v.Expansion() > 1 {
+		shift = uint(bits.TrailingZeros16(v.Expansion())) // a power of two
+	}
 	for i := 0; i < v.Filters(); i++ {
 		n += v.Buckets() << (uint(i) * shift)
 	}
 	return n * uint64(v.BucketSize())
 }
 
-// bitsLen is the exponent of a power of two (0 for 0 and 1).
-func bitsLen(x uint64) int {
-	n := 0
-	for x > 1 {
-		x >>= 1
-		n++
-	}
-	return n
+// cuckooAdder is what both cuckoo layouts add with.
+type cuckooAdder interface {
+	Add(item []byte) error
+	AddNX(item []byte) (bool, error)
+	Filters() int
 }
 
-// addRBCuckoo adds item to a RedisBloom cuckoo filter as RedisBloom's CF.ADD,
-// ADDNX, INSERT and INSERTNX do: no room is "Filter is full" for a single
-// add and -1 in a multi-item one.
-func addRBCuckoo(flt filters.Filter, item []byte, nx, multi bool) (int64, error, bool) {
-	v := flt.(*filters.RBCuckoo)
-	added, err := true, error(nil)
-	if nx {
-		added, err = v.AddNX(item)
-	} else {
-		err = v.Add(item)
-	}
-	if err != nil {
-		if multi {
-			return -1, nil, false
-		}
-		return 0, ErrFull, false
-	}
-	return b2i(added), nil, false
-}
-
-// addCuckoo adds a copy of item, or with nx only if it may not be there. A
-// full filter fails the item alone in a multi-item command (answering -1 for
-// it), as RedisBloom's CF.INSERT does.
+// addCuckoo adds a copy of item, or with nx only if it may not be there, to
+// either cuckoo layout. A full filter fails the item alone in a multi-item
+// command (answering -1 for it), as RedisBloom's CF.INSERT does; a single add
+// answers "Filter is full", or, for our layout at its limit of sub-filters,
+// "Maximum expansions reached" (RedisBloom's own layout reaches its limit only
+// within a multi-item command).
 func addCuckoo(flt filters.Filter, item []byte, nx, multi bool) (int64, error, bool) {
-	v := flt.(*filters.Cuckoo)
+	v := flt.(cuckooAdder)
 	added, err := true, error(nil)
 	if nx {
 		added, err = v.AddNX(item)
@@ -296,7 +280,7 @@ func addCuckoo(flt filters.Filter, item []byte, nx, multi bool) (int64, error, b
 		if multi {
 			return -1, nil, false
 		}
-		if v.Filters() >= filters.MaxCuckooFilters {
+		if flt.Kind() == filters.KindCuckoo && v.Filters() >= filters.MaxCuckooFilters {
 			return 0, ErrMaxExpansions, false
 		}
 		return 0, ErrFull, false

@@ -15,7 +15,8 @@ import (
 func expireSamples() []*Command {
 	return []*Command{
 		{Op: OpExpire, Key: "seen:2026-11-25", Expire: 86400_000, Time: 1700000000123456789},
-		{Op: OpExpire, Key: "k", Expire: 1795651200_000, ExpireAt: true, ExpireIf: ExpireNX,
+		// A codec value pinned by codec_golden_v5.txt, not a deadline: no clock reads it.
+		{Op: OpExpire, Key: "k", Expire: 1795651200_000, ExpireAt: true, ExpireIf: ExpireNX, // codec value
 			Session: Session{ClientID: 9, Seq: 3}},
 		{Op: OpExpire, Key: "k", Expire: -1, ExpireIf: ExpireXX | ExpireGT},
 		{Op: OpExpire, Key: "", Expire: math.MinInt64, ExpireIf: ExpireXX | ExpireLT},

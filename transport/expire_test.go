@@ -24,7 +24,7 @@ func TestParseExpire(t *testing.T) {
 		"EXPIRE k 10":                         {Op: fsm.OpExpire, Key: "k", Expire: 10_000},
 		"expire k -3 nx":                      {Op: fsm.OpExpire, Key: "k", Expire: -3000, ExpireIf: fsm.ExpireNX},
 		"PEXPIRE k 1500 XX gt":                {Op: fsm.OpExpire, Key: "k", Expire: 1500, ExpireIf: fsm.ExpireXX | fsm.ExpireGT},
-		"EXPIREAT k 1795651200 LT lt xx":      {Op: fsm.OpExpire, Key: "k", Expire: 1795651200_000, ExpireAt: true, ExpireIf: fsm.ExpireLT | fsm.ExpireXX},
+		"EXPIREAT k 4102444800 LT lt xx":      {Op: fsm.OpExpire, Key: "k", Expire: 4102444800_000, ExpireAt: true, ExpireIf: fsm.ExpireLT | fsm.ExpireXX},
 		"PEXPIREAT k 9223372036854775807":     {Op: fsm.OpExpire, Key: "k", Expire: math.MaxInt64, ExpireAt: true},
 		"EXPIREAT k -9223372036854775":        {Op: fsm.OpExpire, Key: "k", Expire: -9223372036854775000, ExpireAt: true},
 		"EXPIRE k 0 NX NX":                    {Op: fsm.OpExpire, Key: "k", Expire: 0, ExpireIf: fsm.ExpireNX},
@@ -32,7 +32,7 @@ func TestParseExpire(t *testing.T) {
 		"PEXPIRE k -9223372036854775808":      {Op: fsm.OpExpire, Key: "k", Expire: math.MinInt64},
 		"EXPIREAT k 9223372036854775 GT":      {Op: fsm.OpExpire, Key: "k", Expire: 9223372036854775000, ExpireAt: true, ExpireIf: fsm.ExpireGT},
 		"PEXPIREAT k -1 XX LT":                {Op: fsm.OpExpire, Key: "k", Expire: -1, ExpireAt: true, ExpireIf: fsm.ExpireXX | fsm.ExpireLT},
-		"pexpireat k 1795651200499 Nx":        {Op: fsm.OpExpire, Key: "k", Expire: 1795651200499, ExpireAt: true, ExpireIf: fsm.ExpireNX},
+		"pexpireat k 4102444800499 Nx":        {Op: fsm.OpExpire, Key: "k", Expire: 4102444800499, ExpireAt: true, ExpireIf: fsm.ExpireNX},
 		"EXPIRE seen:2026-11-25 86400 nx":     {Op: fsm.OpExpire, Key: "seen:2026-11-25", Expire: 86400_000, ExpireIf: fsm.ExpireNX},
 		"EXPIREAT seen:2026-11-25 1764115200": {Op: fsm.OpExpire, Key: "seen:2026-11-25", Expire: 1764115200_000, ExpireAt: true},
 	} {
@@ -124,15 +124,18 @@ func TestExpireWithGoRedis(t *testing.T) {
 		isTrue("EXPIRE XX", c.ExpireXX(ctx, "day", 40*time.Second), true)
 		dur("TTL", c.TTL(ctx, "day"), 40*time.Second)
 
-		// Absolute deadlines, read back, rounded to the nearest second.
-		at := time.UnixMilli(1795651200499)
+		// Absolute deadlines, read back, rounded to the nearest second. The
+		// deadline is ten years from now on a whole second, so it never passes
+		// while the test runs, whatever the date.
+		sec := time.Now().AddDate(10, 0, 0).Unix()
+		at := time.UnixMilli(sec*1000 + 499)
 		isTrue("PEXPIREAT", c.PExpireAt(ctx, "day", at), true)
-		dur("PEXPIRETIME", c.PExpireTime(ctx, "day"), 1795651200499*time.Millisecond)
-		dur("EXPIRETIME", c.ExpireTime(ctx, "day"), 1795651200*time.Second)
+		dur("PEXPIRETIME", c.PExpireTime(ctx, "day"), time.Duration(sec*1000+499)*time.Millisecond)
+		dur("EXPIRETIME", c.ExpireTime(ctx, "day"), time.Duration(sec)*time.Second)
 		isTrue("PEXPIREAT", c.PExpireAt(ctx, "day", at.Add(time.Millisecond)), true)
-		dur("EXPIRETIME rounds up", c.ExpireTime(ctx, "day"), 1795651201*time.Second)
-		isTrue("EXPIREAT", c.ExpireAt(ctx, "day", time.Unix(1795651200, 0)), true)
-		dur("PEXPIRETIME", c.PExpireTime(ctx, "day"), 1795651200000*time.Millisecond)
+		dur("EXPIRETIME rounds up", c.ExpireTime(ctx, "day"), time.Duration(sec+1)*time.Second)
+		isTrue("EXPIREAT", c.ExpireAt(ctx, "day", time.Unix(sec, 0)), true)
+		dur("PEXPIRETIME", c.PExpireTime(ctx, "day"), time.Duration(sec*1000)*time.Millisecond)
 		if n := res(c.Do(ctx, "PEXPIREAT", "day", "9223372036854775807").Int64()).must(t); n != 1 {
 			t.Errorf("PEXPIREAT at the largest time: %d", n)
 		}

@@ -97,6 +97,20 @@ func (r *raftReach) unreachableFor(id string, now time.Time) time.Duration {
 	return now.Sub(d.since)
 }
 
+// unreachable lists, for each follower raft has lately failed to reach, how
+// long it has (unreachableFor of each).
+func (r *raftReach) unreachable(now time.Time) map[string]time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]time.Duration, len(r.down))
+	for id, d := range r.down {
+		if now.Sub(d.seen) <= reachStale {
+			out[id] = now.Sub(d.since)
+		}
+	}
+	return out
+}
+
 // reachLoop feeds raftReach from raft's heartbeat observations.
 func (n *Node) reachLoop() {
 	defer n.wg.Done()

@@ -56,9 +56,8 @@ type Node struct {
 	peersMu sync.Mutex
 	peers   map[string]*rpcClient // by raft address
 
-	deadMu    sync.Mutex
-	deadSince map[string]time.Time
-	departed  map[string]time.Time // members that asked to be removed (reconcile.go)
+	recMu sync.Mutex
+	rec   *reconciler // membership decisions' memory (plan.go)
 
 	warnMu sync.Mutex
 	warned map[string]time.Time // warnEvery's last line per key
@@ -104,7 +103,6 @@ func New(c Config) (*Node, error) {
 		slots:     make(chan struct{}, maxInflight),
 		peers:     make(map[string]*rpcClient),
 		memTable:  make(map[string]member),
-		deadSince: make(map[string]time.Time),
 		warned:    make(map[string]time.Time),
 		left:      make(chan struct{}),
 		stop:      make(chan struct{}),
@@ -113,6 +111,7 @@ func New(c Config) (*Node, error) {
 
 		expireKick: make(chan struct{}, 1),
 	}
+	n.rec = newReconciler(cfg.DeadServerTimeout)
 	n.fsm = fsm.New(fsm.Options{SessionTTL: cfg.SessionTTL, Logger: cfg.Logger, MaxFormat: n.logFormat(),
 		OnExpire: cfg.testOnExpire})
 	n.metrics = newMetrics(n, cfg.Registry)

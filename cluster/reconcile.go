@@ -10,10 +10,6 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// catchUpSlack is how far behind the leader's commit index a non-voter may be
-// and still be promoted to voter.
-const catchUpSlack = 64
-
 // maybeBootstrap runs until this node has Raft state. With --bootstrap-expect N,
 // once N members are known the member with the lowest id, and only it, bootstraps
 // the configuration with all of them as voters, after asking every other member
@@ -84,155 +80,64 @@ func (n *Node) leaderLoop() {
 	}
 }
 
-// reconcile brings the Raft configuration in line with gossip: alive members
-// join as non-voters and are promoted once caught up, unless they were members
-// before and keep that state (removed or left: they are told so); members that gossip lists as gone and that raft's heartbeats have
-// not reached, both for DeadServerTimeout, are removed while a healthy quorum
-// remains. A member that answers raft stays whatever gossip says: gossip can be
-// split or slow to heal while raft replicates (issue 10).
+// reconcile brings the Raft configuration in line with gossip: it observes
+// the configuration, gossip's members and raft's reachability, plans with the
+// pure rules of plan.go, and carries the plan out (membershipExec).
 func (n *Node) reconcile() {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
-		return
-	}
-	servers := f.Configuration().Servers
-	inConf := make(map[string]raft.Server, len(servers))
-	for _, s := range servers {
-		inConf[string(s.ID)] = s
-	}
-	byID := make(map[string]member)
-	for _, m := range n.members() {
-		byID[m.ID] = m
-		if _, ok := inConf[m.ID]; !ok && m.state == memberlist.StateAlive {
-			if m.Leaving || n.departing(m.ID) {
-				// On its way out for good: it asked to be removed, and is
-				// about to leave gossip. Adding it back would make it a
-				// voter again that no one removes.
-				continue
-			}
-			if m.Member {
-				// A former member with its old state: removed (or left)
-				// on purpose or as dead. It is told so, and joins again as
-				// a new member once its data directory is moved aside.
-				n.warnEvery("removed:"+m.ID, "not adding a removed member back with its old state; "+
-					"it is told so and joins again once its data directory is moved aside", "id", m.ID)
-				n.tellRemoved(m)
-				continue
-			}
-			if _, err := n.verifyIdentity(m.ID, m.Raft); err != nil {
-				n.warnEvery("add:"+m.ID, "not adding member: its raft address did not prove its identity",
-					"id", m.ID, "raft", m.Raft, "err", err)
-				continue
-			}
-			n.log.Info("adding member as non-voter", "id", m.ID, "raft", m.Raft)
-			if err := n.raft.AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.Raft), 0, 5*time.Second).Error(); err != nil {
-				n.log.Warn("add non-voter", "id", m.ID, "err", err)
-			}
-		}
-	}
-	now := time.Now()
-	voters, healthy := 0, 0
-	for _, s := range servers {
-		if s.Suffrage != raft.Voter {
-			continue
-		}
-		voters++
-		id := string(s.ID)
-		if m, ok := byID[id]; id == n.cfg.ID || ok && m.state == memberlist.StateAlive && n.heal.reach.unreachableFor(id, now) == 0 {
-			healthy++
-		}
-	}
-	for _, s := range servers {
-		id := string(s.ID)
-		if id == n.cfg.ID {
-			continue
-		}
-		m, ok := byID[id]
-		switch {
-		case !ok || m.state == memberlist.StateDead || m.state == memberlist.StateLeft:
-			// A member that leaves for good has itself removed before it
-			// announces its departure (Leave); one that gossip merely reports
-			// as gone is treated as failed, so no gossip message alone removes
-			// a voter.
-			dead := n.deadFor(id)
-			if dead < n.cfg.DeadServerTimeout {
-				continue
-			}
-			unreached := n.heal.reach.unreachableFor(id, now)
-			if unreached == 0 {
-				n.warnEvery("answers:"+id, "not removing a member gossip lists as gone: it answers raft",
-					"id", id, "gossip_gone_for", dead.Round(time.Second))
-			}
-			if unreached < n.cfg.DeadServerTimeout {
-				continue
-			}
-			if s.Suffrage == raft.Voter && healthy < (voters-1)/2+1 {
-				n.log.Warn("not removing dead member: no healthy quorum would remain", "id", id)
-				continue
-			}
-			n.log.Info("removing dead member", "id", id, "dead_for", dead.Round(time.Second),
-				"raft_unreached_for", unreached.Round(time.Second))
-			if n.removeServer(id) == nil {
-				n.forgetDead(id)
-				if s.Suffrage == raft.Voter {
-					voters--
-				}
-			}
-		case m.Raft != "" && m.Raft != string(s.Address):
-			// Restarted at a new address: re-adding the same id updates it, once
-			// the node at the new address has shown it is that member.
-			if _, err := n.verifyIdentity(id, m.Raft); err != nil {
-				n.warnEvery("move:"+id, "not moving member: its new raft address did not prove its identity",
-					"id", id, "old", s.Address, "new", m.Raft, "err", err)
-				continue
-			}
-			n.log.Info("updating member address", "id", id, "old", s.Address, "new", m.Raft)
-			add := n.raft.AddVoter
-			if s.Suffrage != raft.Voter {
-				add = n.raft.AddNonvoter
-			}
-			if err := add(s.ID, raft.ServerAddress(m.Raft), 0, 5*time.Second).Error(); err != nil {
-				n.log.Warn("update member address", "id", id, "err", err)
-			}
-		default:
-			n.forgetDead(id)
-			if s.Suffrage == raft.Nonvoter {
-				n.maybePromote(s)
-			}
-		}
-	}
-}
-
-func (n *Node) deadFor(id string) time.Duration {
-	n.deadMu.Lock()
-	defer n.deadMu.Unlock()
-	t, ok := n.deadSince[id]
-	if !ok {
-		n.deadSince[id] = time.Now()
-		return 0
-	}
-	return time.Since(t)
-}
-
-func (n *Node) forgetDead(id string) {
-	n.deadMu.Lock()
-	delete(n.deadSince, id)
-	n.deadMu.Unlock()
-}
-
-// maybePromote makes a non-voter a voter once its log has caught up.
-func (n *Node) maybePromote(s raft.Server) {
-	ps, err := n.verifyIdentity(string(s.ID), string(s.Address))
+	servers, err := latestServers(n.raft)
 	if err != nil {
 		return
 	}
-	if ps.AppliedIndex+catchUpSlack < n.raft.CommitIndex() {
-		return
+	now := time.Now()
+	v := membershipView{
+		Self:      n.cfg.ID,
+		Servers:   servers,
+		Members:   n.members(),
+		Unreached: n.heal.reach.unreachable(now),
+		Commit:    n.raft.CommitIndex(),
 	}
-	n.log.Info("promoting caught-up member to voter", "id", s.ID, "applied", ps.AppliedIndex)
-	if err := n.raft.AddVoter(s.ID, s.Address, 0, 5*time.Second).Error(); err != nil {
-		n.log.Warn("promote", "id", s.ID, "err", err)
+	n.recMu.Lock()
+	acts := n.rec.plan(v, now)
+	n.recMu.Unlock()
+	n.membershipExec().run(acts)
+}
+
+// membershipExec is the node's executor of membership plans.
+func (n *Node) membershipExec() membershipExec {
+	return membershipExec{
+		r:      n.raft,
+		verify: n.verifyIdentity,
+		tell: func(id string) {
+			n.memMu.Lock()
+			m, ok := n.memTable[id]
+			n.memMu.Unlock()
+			if ok {
+				n.tellRemoved(m)
+			}
+		},
+		forget: func(id string) {
+			n.recMu.Lock()
+			n.rec.forget(id)
+			n.recMu.Unlock()
+		},
+		warn:    n.warnEvery,
+		log:     n.log,
+		timeout: 5 * time.Second,
 	}
+}
+
+// noteDeparting records that member id asked to be removed.
+func (n *Node) noteDeparting(id string) {
+	n.recMu.Lock()
+	n.rec.noteDeparting(id, time.Now())
+	n.recMu.Unlock()
+}
+
+// forgetDead drops the dead-since record of member id.
+func (n *Node) forgetDead(id string) {
+	n.recMu.Lock()
+	n.rec.forget(id)
+	n.recMu.Unlock()
 }
 
 // Leave removes this node from the cluster for good: a leader hands leadership
@@ -288,34 +193,6 @@ func (n *Node) announceLeaving(leaving bool) {
 	if err := n.ml.UpdateNode(time.Second); err != nil {
 		n.log.Warn("announce leave", "leaving", leaving, "err", err)
 	}
-}
-
-// departingFor is how long the leader keeps from adding back a member that
-// asked to be removed: longer than a member takes from its removal to
-// announcing that it leaves, in case that announcement reaches the leader
-// after the request.
-const departingFor = 5 * time.Second
-
-// noteDeparting records that member id asked to be removed.
-func (n *Node) noteDeparting(id string) {
-	n.deadMu.Lock()
-	defer n.deadMu.Unlock()
-	if n.departed == nil {
-		n.departed = map[string]time.Time{}
-	}
-	n.departed[id] = time.Now()
-}
-
-// departing reports whether member id asked to be removed within departingFor.
-func (n *Node) departing(id string) bool {
-	n.deadMu.Lock()
-	defer n.deadMu.Unlock()
-	t, ok := n.departed[id]
-	if ok && time.Since(t) > departingFor {
-		delete(n.departed, id)
-		return false
-	}
-	return ok
 }
 
 func (n *Node) requestRemoval(ctx context.Context) error {

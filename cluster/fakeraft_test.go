@@ -37,7 +37,7 @@ type fakeRaft struct {
 	// apply decides each Apply's outcome; nil: the future stays pending
 	// until the test resolves it through pending.
 	apply   func(data []byte) (any, error)
-	entries [][]byte       // every Apply's data, in order
+	entries [][]byte      // every Apply's data, in order
 	pending []*fakeFuture // Apply futures not yet resolved
 }
 

@@ -95,19 +95,19 @@ func New(c Config) (*Node, error) {
 		return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 	}
 	n := &Node{
-		cfg:       cfg,
-		log:       cfg.Logger.With("component", "cluster", "node", cfg.ID),
-		events:    make(chan struct{}, 1),
-		props:     make(chan proposal, 4096),
-		inflight:  make(chan inflightBatch, maxInflight),
-		slots:     make(chan struct{}, maxInflight),
-		peers:     make(map[string]*rpcClient),
-		memTable:  make(map[string]member),
-		warned:    make(map[string]time.Time),
-		left:      make(chan struct{}),
-		stop:      make(chan struct{}),
-		raftDown:  make(chan struct{}),
-		raftUp:    make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "cluster", "node", cfg.ID),
+		events:   make(chan struct{}, 1),
+		props:    make(chan proposal, 4096),
+		inflight: make(chan inflightBatch, maxInflight),
+		slots:    make(chan struct{}, maxInflight),
+		peers:    make(map[string]*rpcClient),
+		memTable: make(map[string]member),
+		warned:   make(map[string]time.Time),
+		left:     make(chan struct{}),
+		stop:     make(chan struct{}),
+		raftDown: make(chan struct{}),
+		raftUp:   make(chan struct{}),
 
 		expireKick: make(chan struct{}, 1),
 	}

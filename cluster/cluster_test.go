@@ -388,7 +388,7 @@ func TestLeadershipConfirmedByPeersInTerm(t *testing.T) {
 	confirm := func(n *Node, term uint64) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return n.confirmLeadership(ctx, term)
+		return n.reads.confirm(ctx, term)
 	}
 	if err := confirm(old, term); err != nil {
 		t.Fatalf("the leader of term %d could not confirm it: %v", term, err)

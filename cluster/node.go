@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/rookerydb/rookery/fsm"
+	"github.com/rookerydb/rookery/internal/mutant"
 )
 
 // Node is one Rookery server: a Raft voter (or non-voter) holding every filter,
@@ -45,10 +46,10 @@ type Node struct {
 	slots    chan struct{} // one per entry in the log's hands (maxInflight)
 	reserved atomic.Int64  // bytes admitted but not yet applied
 
-	barrierTerm  atomic.Uint64 // term whose Barrier has been applied
 	bootstrapped atomic.Bool
-	leaderGate   *gate // read index rounds while leading
-	remoteGate   *gate // read index rounds asked of the leader
+	reads        *reader // the read index protocol (readindex.go)
+	leaderGate   *gate   // read index rounds while leading
+	remoteGate   *gate   // read index rounds asked of the leader
 
 	memMu    sync.Mutex
 	memTable map[string]member // by id, from gossip events
@@ -115,8 +116,11 @@ func New(c Config) (*Node, error) {
 	n.fsm = fsm.New(fsm.Options{SessionTTL: cfg.SessionTTL, Logger: cfg.Logger, MaxFormat: n.logFormat(),
 		OnExpire: cfg.testOnExpire})
 	n.metrics = newMetrics(n, cfg.Registry)
-	n.leaderGate = newGate(n.leaderReadIndex)
-	n.remoteGate = newGate(n.remoteReadIndex)
+	n.reads = &reader{self: cfg.ID, call: func(ctx context.Context, addr string, op byte, body []byte) ([]byte, error) {
+		return n.peer(addr).call(ctx, op, body)
+	}, skipConfirm: func() bool { return mutant.On(mutant.SkipVerifyLeader) }}
+	n.leaderGate = newGate(n.reads.leaderRound)
+	n.remoteGate = newGate(n.reads.remoteIndex)
 	if err := n.listen(); err != nil {
 		n.closeAll()
 		return nil, err
@@ -249,6 +253,7 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	n.reads.r = r
 	return nil
 }
 

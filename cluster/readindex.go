@@ -5,8 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -81,6 +81,24 @@ func (g *gate) loop() {
 	}
 }
 
+// reader is the read-index protocol over a narrow raft interface: the leader
+// round (barrier once per term, note the commit index, confirm leadership
+// with a quorum in term), the sole-voter shortcut, and the question to the
+// leader a follower asks. Its decisions are unit-tested on a fake raft
+// (readindex_test.go).
+type reader struct {
+	r    raftAPI
+	self string
+	// barrierTerm is the term whose Barrier has been applied (the leader
+	// loop commits one at the start of every term).
+	barrierTerm atomic.Uint64
+	// call sends one node-to-node request to the peer at a Raft address.
+	call func(ctx context.Context, addr string, op byte, body []byte) ([]byte, error)
+	// skipConfirm is the mutant that serves the index without confirming
+	// leadership (jepsen-lite's checker must catch it).
+	skipConfirm func() bool
+}
+
 // ReadBarrier returns once this node's state reflects every write acknowledged
 // before the call (ReadLinearizable), or at once (ReadStale).
 //
@@ -95,14 +113,14 @@ func (n *Node) ReadBarrier(ctx context.Context, level ReadLevel) error {
 		return nil
 	}
 	n.metrics.readRounds.Inc()
-	if idx, ok := n.soleVoterReadIndex(); ok && n.fsm.AppliedIndex() >= idx {
+	if idx, ok := n.reads.soleVoterIndex(); ok && n.fsm.AppliedIndex() >= idx {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
 	var idx uint64
 	var err error
-	if i, ok := n.soleVoterReadIndex(); ok {
+	if i, ok := n.reads.soleVoterIndex(); ok {
 		idx = i
 	} else if n.IsLeader() {
 		idx, err = n.leaderGate.wait(ctx)
@@ -115,26 +133,26 @@ func (n *Node) ReadBarrier(ctx context.Context, level ReadLevel) error {
 	return n.waitApplied(ctx, idx)
 }
 
-// soleVoterReadIndex is the read index of a leader that is the only voter of
+// soleVoterIndex is the read index of a leader that is the only voter of
 // the latest configuration, which needs no round of heartbeats: raft's own
 // VerifyLeader answers at once for a quorum of one, and any other server could
 // only become leader with this node's vote, after this node has stopped
 // leading. The term's barrier must have been applied, so that the commit index
 // covers every earlier term.
-func (n *Node) soleVoterReadIndex() (uint64, bool) {
-	if n.raft.State() != raft.Leader {
+func (x *reader) soleVoterIndex() (uint64, bool) {
+	if x.r.State() != raft.Leader {
 		return 0, false
 	}
-	term := n.raft.CurrentTerm()
-	if n.barrierTerm.Load() != term {
+	term := x.r.CurrentTerm()
+	if x.barrierTerm.Load() != term {
 		return 0, false
 	}
-	cfg := n.raft.GetConfiguration().Configuration()
-	if len(cfg.Servers) != 1 || cfg.Servers[0].ID != raft.ServerID(n.cfg.ID) || cfg.Servers[0].Suffrage != raft.Voter {
+	servers, err := latestServers(x.r)
+	if err != nil || len(servers) != 1 || servers[0].ID != raft.ServerID(x.self) || servers[0].Suffrage != raft.Voter {
 		return 0, false
 	}
-	idx := n.raft.CommitIndex()
-	if n.raft.State() != raft.Leader || n.raft.CurrentTerm() != term {
+	idx := x.r.CommitIndex()
+	if x.r.State() != raft.Leader || x.r.CurrentTerm() != term {
 		return 0, false
 	}
 	return idx, true
@@ -195,36 +213,36 @@ func (n *Node) lastFSMIndex(idx uint64) uint64 {
 	return 0
 }
 
-// leaderReadIndex is one leader round.
-func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
-	if n.raft.State() != raft.Leader {
+// leaderRound is one leader round.
+func (x *reader) leaderRound(ctx context.Context) (uint64, error) {
+	if x.r.State() != raft.Leader {
 		return 0, ErrNotLeader
 	}
-	term := n.raft.CurrentTerm()
-	if n.barrierTerm.Load() != term {
-		if err := n.raft.Barrier(readRoundTimeout).Error(); err != nil {
+	term := x.r.CurrentTerm()
+	if x.barrierTerm.Load() != term {
+		if err := x.r.Barrier(readRoundTimeout).Error(); err != nil {
 			return 0, translateReadErr(err)
 		}
-		n.barrierTerm.Store(term)
+		x.barrierTerm.Store(term)
 	}
-	idx := n.raft.CommitIndex()
-	if mutant.On(mutant.SkipVerifyLeader) {
+	idx := x.r.CommitIndex()
+	if x.skipConfirm != nil && x.skipConfirm() {
 		return idx, nil
 	}
-	if err := n.confirmLeadership(ctx, term); err != nil {
+	if err := x.confirm(ctx, term); err != nil {
 		return 0, err
 	}
-	if n.raft.CurrentTerm() != term {
+	if x.r.CurrentTerm() != term {
 		return 0, ErrNotLeader
 	}
 	return idx, nil
 }
 
-// confirmLeadership returns nil once a quorum of the configuration's voters,
-// this node among them, have said they are still in term, each in answer to a
-// request sent after the call began: then no other leader can have been
-// elected before the call, and the commit index read before it covers every
-// write acknowledged before it.
+// confirm returns nil once a quorum of the configuration's voters, this node
+// among them, have said they are still in term, each in answer to a request
+// sent after the call began: then no other leader can have been elected
+// before the call, and the commit index read before it covers every write
+// acknowledged before it.
 //
 // raft's VerifyLeader is not enough: a heartbeat answered before the call
 // (say, just before this process was paused, and read only when it runs
@@ -235,75 +253,51 @@ func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
 // A peer of a build without this request answers "unknown request"; if the
 // others do not make a quorum without it, the round falls back to
 // VerifyLeader, as safe as before, until the cluster is upgraded.
-func (n *Node) confirmLeadership(ctx context.Context, term uint64) error {
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
+func (x *reader) confirm(ctx context.Context, term uint64) error {
+	servers, err := latestServers(x.r)
+	if err != nil {
 		return translateReadErr(err)
 	}
-	var peers []string
-	votersN, yes := 0, 0
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage != raft.Voter {
-			continue
-		}
-		votersN++
-		if s.ID == raft.ServerID(n.cfg.ID) {
-			yes++
-		} else {
-			peers = append(peers, string(s.Address))
-		}
-	}
-	need := votersN/2 + 1
-	if yes >= need {
-		return nil
+	t := newTally(servers, x.self)
+	if t.decided() {
+		return t.verdict()
 	}
 	body := binary.BigEndian.AppendUint64(nil, term)
-	type answer struct{ ok, legacy bool }
-	answers := make(chan answer, len(peers))
-	for _, addr := range peers {
+	answers := make(chan peerAnswer, len(t.peers))
+	for _, addr := range t.peers {
 		go func() {
-			_, err := n.peer(addr).call(ctx, opConfirm, body)
-			answers <- answer{ok: err == nil, legacy: err != nil && strings.Contains(err.Error(), errUnknownOp.Error())}
+			_, err := x.call(ctx, addr, opConfirm, body)
+			answers <- answerOf(err)
 		}()
 	}
-	legacy, no := 0, 0
-	for range peers {
+	for range t.peers {
 		select {
 		case a := <-answers:
-			switch {
-			case a.ok:
-				yes++
-			case a.legacy:
-				legacy++
-			default:
-				no++
-			}
+			t.add(a)
 		case <-ctx.Done():
 			return fmt.Errorf("%w: leadership not confirmed: %v", ErrNoLeader, ctx.Err())
 		}
-		if yes >= need {
-			return nil
-		}
-		if votersN-no < need {
-			return ErrNotLeader // a quorum can no longer say yes
+		if t.decided() {
+			break
 		}
 	}
-	if yes+legacy >= need {
-		if err := n.raft.VerifyLeader().Error(); err != nil {
+	err = t.verdict()
+	if errors.Is(err, errAskRaft) {
+		if err := x.r.VerifyLeader().Error(); err != nil {
 			return translateReadErr(err)
 		}
 		return nil
 	}
-	return ErrNotLeader
+	return err
 }
 
-// remoteReadIndex asks the leader for a read index.
-func (n *Node) remoteReadIndex(ctx context.Context) (uint64, error) {
-	_, addr := n.Leader()
+// remoteIndex asks the leader for a read index.
+func (x *reader) remoteIndex(ctx context.Context) (uint64, error) {
+	addr, _ := x.r.LeaderWithID()
 	if addr == "" {
 		return 0, ErrNoLeader
 	}
-	body, err := n.peer(addr).call(ctx, opReadIndex, nil)
+	body, err := x.call(ctx, string(addr), opReadIndex, nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()

@@ -68,7 +68,7 @@ func (n *Node) leaderLoop() {
 				n.heal.reach.reset()
 				term := n.raft.CurrentTerm()
 				if err := n.await(n.raft.Barrier(readRoundTimeout)); err == nil {
-					n.barrierTerm.Store(term)
+					n.reads.barrierTerm.Store(term)
 				}
 				n.log.Info("leading", "term", term)
 				n.kickExpiry() // its state is now current: deadlines due?

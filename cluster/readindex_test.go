@@ -199,7 +199,11 @@ func TestLeaderRound(t *testing.T) {
 		idx, _ := x.leaderRound(context.Background())
 		done <- idx
 	}()
-	waitFor(t, func() bool { peers.mu.Lock(); defer peers.mu.Unlock(); return peers.asked["n2:raft"] == 5 && peers.asked["n3:raft"] == 5 })
+	waitFor(t, func() bool {
+		peers.mu.Lock()
+		defer peers.mu.Unlock()
+		return peers.asked["n2:raft"] == 5 && peers.asked["n3:raft"] == 5
+	})
 	fr.mu.Lock()
 	fr.commit = 99
 	fr.mu.Unlock()
@@ -216,7 +220,11 @@ func TestLeaderRound(t *testing.T) {
 		_, err := x.leaderRound(context.Background())
 		errc <- err
 	}()
-	waitFor(t, func() bool { peers.mu.Lock(); defer peers.mu.Unlock(); return peers.asked["n2:raft"] == 6 && peers.asked["n3:raft"] == 6 })
+	waitFor(t, func() bool {
+		peers.mu.Lock()
+		defer peers.mu.Unlock()
+		return peers.asked["n2:raft"] == 6 && peers.asked["n3:raft"] == 6
+	})
 	fr.mu.Lock()
 	fr.term = 3
 	fr.mu.Unlock()

@@ -41,10 +41,8 @@ type Node struct {
 	raftAdvertise string
 	startIndex    uint64 // last log index when the node started
 
-	props    chan proposal
-	inflight chan inflightBatch
-	slots    chan struct{} // one per entry in the log's hands (maxInflight)
-	reserved atomic.Int64  // bytes admitted but not yet applied
+	prop     *proposer    // writes into log entries (proposer.go)
+	reserved atomic.Int64 // bytes admitted but not yet applied
 
 	bootstrapped atomic.Bool
 	reads        *reader // the read index protocol (readindex.go)
@@ -99,9 +97,6 @@ func New(c Config) (*Node, error) {
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "cluster", "node", cfg.ID),
 		events:   make(chan struct{}, 1),
-		props:    make(chan proposal, 4096),
-		inflight: make(chan inflightBatch, maxInflight),
-		slots:    make(chan struct{}, maxInflight),
 		peers:    make(map[string]*rpcClient),
 		memTable: make(map[string]member),
 		warned:   make(map[string]time.Time),
@@ -138,6 +133,7 @@ func New(c Config) (*Node, error) {
 		n.closeAll()
 		return nil, err
 	}
+	n.prop = n.newProposer()
 	close(n.raftUp)
 	if err := n.startGossip(); err != nil {
 		n.closeAll()
@@ -147,8 +143,8 @@ func New(c Config) (*Node, error) {
 	n.wg.Add(6)
 	go n.diskWatch()
 	go n.haltWatch()
-	go n.proposeLoop()
-	go n.resolveLoop()
+	go func() { defer n.wg.Done(); n.prop.proposeLoop() }()
+	go func() { defer n.wg.Done(); n.prop.resolveLoop() }()
 	go n.leaderLoop()
 	go n.membershipLoop()
 	n.wg.Add(1)

@@ -67,13 +67,7 @@ func (n *Node) Submit(cmd *fsm.Command) *Future {
 }
 
 // submitLocal queues cmd for the proposer; the caller has checked leadership.
-func (n *Node) submitLocal(cmd *fsm.Command, fut *Future) {
-	select {
-	case n.props <- proposal{cmd: cmd, fut: fut}:
-	case <-n.stop:
-		fut.Resolve(nil, ErrShutdown)
-	}
-}
+func (n *Node) submitLocal(cmd *fsm.Command, fut *Future) { n.prop.submit(cmd, fut) }
 
 // forward sends cmd to the leader at addr and resolves fut with its answer.
 func (n *Node) forward(addr string, cmd *fsm.Command, fut *Future) {
@@ -117,45 +111,161 @@ func (n *Node) forward(addr string, cmd *fsm.Command, fut *Future) {
 	}()
 }
 
-func (n *Node) proposeLoop() {
-	defer n.wg.Done()
-	batch := make([]proposal, 0, maxBatch)
-	for {
-		select {
-		case p := <-n.props:
-			batch = append(batch[:0], p)
-		case <-n.stop:
-			n.drainProposals()
-			return
-		}
-		// Wait for the log, then take everything that arrived meanwhile.
-		select {
-		case n.slots <- struct{}{}:
-		case <-n.stop:
-			batch[0].fut.Resolve(nil, ErrShutdown)
-			n.drainProposals()
-			return
-		}
-		size := approxSize(batch[0].cmd)
-	fill:
-		for len(batch) < maxBatch && size < maxBatchBytes {
-			select {
-			case p := <-n.props:
-				batch = append(batch, p)
-				size += approxSize(p.cmd)
-			default:
-				break fill
-			}
-		}
-		n.propose(batch)
+// proposer turns the queue of writes into log entries over the raft
+// interface: batching, admission, stamping and encoding are its decisions;
+// raft's Apply and the wait for its future are the effects. What it needs of
+// the node comes as functions, so it runs against a fake raft in
+// proposer_test.go.
+type proposer struct {
+	r       raftAPI
+	timeout time.Duration // raft's Apply timeout
+
+	props    chan proposal
+	inflight chan inflightBatch
+	slots    chan struct{} // one per entry in the log's hands (maxInflight)
+	stop     <-chan struct{}
+	done     chan struct{} // closed once proposeLoop has returned
+
+	// refuse says why a batch of about size bytes cannot be logged now
+	// (disk full here or on too many voters).
+	refuse func(size int) error
+	// codec is the log format entries are written in now.
+	codec func() byte
+	// admit reserves memory for what a command may create or grow, or
+	// refuses it; release returns a reservation once the command resolved.
+	admit   func(*proposal) error
+	release func(bytes int64)
+	// now is the leader's clock, stamped into every command of an entry.
+	now func() time.Time
+	// await waits for a raft future (returns once raft is down).
+	await func(raft.Future) error
+	// observe records an entry's latency, size and error.
+	observe func(d time.Duration, commands int, err error)
+	// ackAtProposal is a mutant: acknowledge writes at proposal.
+	ackAtProposal func() bool
+}
+
+func newProposer(r raftAPI, timeout time.Duration, stop <-chan struct{}) *proposer {
+	return &proposer{
+		r:        r,
+		timeout:  timeout,
+		props:    make(chan proposal, 4096),
+		inflight: make(chan inflightBatch, maxInflight),
+		slots:    make(chan struct{}, maxInflight),
+		stop:     stop,
+		done:     make(chan struct{}),
+		refuse:   func(int) error { return nil },
+		codec:    func() byte { return fsm.CodecVersion },
+		admit:    func(*proposal) error { return nil },
+		release:  func(int64) {},
+		now:      time.Now,
+		await:    func(f raft.Future) error { return f.Error() },
+		observe:  func(time.Duration, int, error) {},
 	}
 }
 
-func (n *Node) drainProposals() {
+// newProposer is the node's proposer, over its raft and its admission.
+func (n *Node) newProposer() *proposer {
+	p := newProposer(n.raft, n.cfg.ApplyTimeout, n.stop)
+	p.refuse = n.refuseWrites
+	p.codec = n.entryCodec
+	p.admit = n.admit
+	p.release = func(b int64) { n.reserved.Add(-b) }
+	p.now = n.now
+	p.await = n.await
+	p.observe = n.metrics.observeApply
+	p.ackAtProposal = func() bool { return mutant.On(mutant.AckAtProposal) }
+	return p
+}
+
+// submit queues cmd; its future resolves with the apply result.
+func (p *proposer) submit(cmd *fsm.Command, fut *Future) {
+	select {
+	case <-p.stop:
+		fut.Resolve(nil, ErrShutdown)
+		return
+	default:
+	}
+	select {
+	case p.props <- proposal{cmd: cmd, fut: fut}:
+	case <-p.stop:
+		fut.Resolve(nil, ErrShutdown)
+		return
+	}
+	select {
+	case <-p.done:
+		// The proposer stopped after it last drained the queue.
+		p.drain()
+	default:
+	}
+}
+
+// proposeLoop takes a write, waits until the log has room for an entry, then
+// takes every write that arrived meanwhile (up to maxBatch and
+// maxBatchBytes) and proposes them as that entry.
+func (p *proposer) proposeLoop() {
+	batch := make([]proposal, 0, maxBatch)
 	for {
 		select {
-		case p := <-n.props:
-			p.fut.Resolve(nil, ErrShutdown)
+		case first := <-p.props:
+			batch = append(batch[:0], first)
+		case <-p.stop:
+			p.stopped(nil)
+			return
+		}
+		select {
+		case p.slots <- struct{}{}:
+		case <-p.stop:
+			p.stopped(batch[0].fut)
+			return
+		}
+		select {
+		case <-p.stop:
+			// A slot and a stop at once: the stop wins, nothing more is
+			// proposed once the node is stopping.
+			p.stopped(batch[0].fut)
+			return
+		default:
+		}
+		batch = p.fill(batch)
+		p.propose(batch)
+	}
+}
+
+// fill adds the writes waiting now to batch, within the batch limits.
+func (p *proposer) fill(batch []proposal) []proposal {
+	size := 0
+	for _, q := range batch {
+		size += approxSize(q.cmd)
+	}
+	for len(batch) < maxBatch && size < maxBatchBytes {
+		select {
+		case q := <-p.props:
+			batch = append(batch, q)
+			size += approxSize(q.cmd)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// stopped ends the proposer: taken (a write it holds, or nil) and every
+// write still queued are told the node shuts down. done is closed first, so
+// a write queued from now on is drained by submit itself.
+func (p *proposer) stopped(taken *Future) {
+	close(p.done)
+	if taken != nil {
+		taken.Resolve(nil, ErrShutdown)
+	}
+	p.drain()
+}
+
+func (p *proposer) drain() {
+	for {
+		select {
+		case q := <-p.props:
+			q.fut.Resolve(nil, ErrShutdown)
 		default:
 			return
 		}
@@ -170,38 +280,39 @@ func approxSize(c *fsm.Command) int {
 	return s
 }
 
-// propose admits, stamps and proposes one batch.
-func (n *Node) propose(batch []proposal) {
+// propose admits, stamps and proposes one batch; it holds one slot, which
+// resolveBatch (or a refusal here) gives back.
+func (p *proposer) propose(batch []proposal) {
 	size := 0
-	for _, p := range batch {
-		size += approxSize(p.cmd)
+	for _, q := range batch {
+		size += approxSize(q.cmd)
 	}
-	if err := n.refuseWrites(size); err != nil {
-		for _, p := range batch {
-			p.fut.Resolve(nil, err)
+	if err := p.refuse(size); err != nil {
+		for _, q := range batch {
+			q.fut.Resolve(nil, err)
 		}
-		<-n.slots
+		<-p.slots
 		return
 	}
-	now := n.now().UnixNano()
+	now := p.now().UnixNano()
 	props := make([]proposal, 0, len(batch))
 	cmds := make([]*fsm.Command, 0, len(batch))
-	v := n.entryCodec()
-	for _, p := range batch {
-		if need := fsm.MinCodec(p.cmd); need > v {
-			p.fut.Resolve(nil, needsUpgrade(need, v))
+	v := p.codec()
+	for _, q := range batch {
+		if need := fsm.MinCodec(q.cmd); need > v {
+			q.fut.Resolve(nil, needsUpgrade(need, v))
 			continue
 		}
-		if err := n.admit(&p); err != nil {
-			p.fut.Resolve(nil, err)
+		if err := p.admit(&q); err != nil {
+			q.fut.Resolve(nil, err)
 			continue
 		}
-		p.cmd.Time = now
-		props = append(props, p)
-		cmds = append(cmds, p.cmd)
+		q.cmd.Time = now
+		props = append(props, q)
+		cmds = append(cmds, q.cmd)
 	}
 	if len(props) == 0 {
-		<-n.slots
+		<-p.slots
 		return
 	}
 	var data []byte
@@ -210,16 +321,16 @@ func (n *Node) propose(batch []proposal) {
 	} else {
 		data = fsm.EncodeBatchVersion(cmds, v)
 	}
-	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
-	if mutant.On(mutant.AckAtProposal) {
+	f := p.r.Apply(data, p.timeout)
+	if p.ackAtProposal != nil && p.ackAtProposal() {
 		props = ackAtProposal(props)
 	}
 	select {
-	case n.inflight <- inflightBatch{f: f, props: props, start: time.Now()}:
-	case <-n.stop:
-		<-n.slots
-		for _, p := range props {
-			p.fut.Resolve(nil, fmt.Errorf("%w: node shutting down", ErrIndeterminate))
+	case p.inflight <- inflightBatch{f: f, props: props, start: time.Now()}:
+	case <-p.stop:
+		<-p.slots
+		for _, q := range props {
+			q.fut.Resolve(nil, fmt.Errorf("%w: node shutting down", ErrIndeterminate))
 		}
 	}
 }
@@ -264,63 +375,62 @@ func (n *Node) admit(p *proposal) error {
 	return nil
 }
 
-func (n *Node) resolveLoop() {
-	defer n.wg.Done()
+func (p *proposer) resolveLoop() {
 	for {
-		var b inflightBatch
 		select {
-		case b = <-n.inflight:
-		case <-n.stop:
-			// Raft is shutting down too; what is still in flight may or may not
-			// have been committed.
+		case b := <-p.inflight:
+			p.resolveBatch(b)
+		case <-p.done:
+			// The proposer has stopped: what it handed over may or may not
+			// have been committed; raft says which, or that it shut down.
 			for {
 				select {
-				case b := <-n.inflight:
-					n.resolveBatch(b)
+				case b := <-p.inflight:
+					p.resolveBatch(b)
 				default:
 					return
 				}
 			}
 		}
-		n.resolveBatch(b)
 	}
 }
 
-func (n *Node) resolveBatch(b inflightBatch) {
-	err := n.await(b.f)
-	<-n.slots
-	n.metrics.observeApply(time.Since(b.start), len(b.props), err)
-	for _, p := range b.props {
-		if p.reserved != 0 {
-			n.reserved.Add(-p.reserved)
+// resolveBatch waits for an entry's outcome and gives each write its answer.
+func (p *proposer) resolveBatch(b inflightBatch) {
+	err := p.await(b.f)
+	<-p.slots
+	p.observe(time.Since(b.start), len(b.props), err)
+	for _, q := range b.props {
+		if q.reserved != 0 {
+			p.release(q.reserved)
 		}
 	}
 	if err != nil {
 		err = translateApplyErr(err)
-		for _, p := range b.props {
-			p.fut.Resolve(nil, err)
+		for _, q := range b.props {
+			q.fut.Resolve(nil, err)
 		}
 		return
 	}
 	switch r := b.f.Response().(type) {
 	case *fsm.Halt:
 		// Committed, so applied by every healthy replica, but not here.
-		for _, p := range b.props {
-			p.fut.Resolve(nil, fmt.Errorf("%w: %w on this node", ErrIndeterminate, r))
+		for _, q := range b.props {
+			q.fut.Resolve(nil, fmt.Errorf("%w: %w on this node", ErrIndeterminate, r))
 		}
 	case *fsm.Result:
 		b.props[0].fut.Resolve(r, nil)
 	case []*fsm.Result:
-		for i, p := range b.props {
+		for i, q := range b.props {
 			if i < len(r) {
-				p.fut.Resolve(r[i], nil)
+				q.fut.Resolve(r[i], nil)
 			} else {
-				p.fut.Resolve(nil, fmt.Errorf("%w: missing result", ErrIndeterminate))
+				q.fut.Resolve(nil, fmt.Errorf("%w: missing result", ErrIndeterminate))
 			}
 		}
 	default:
-		for _, p := range b.props {
-			p.fut.Resolve(nil, fmt.Errorf("%w: unexpected apply response %T", ErrIndeterminate, r))
+		for _, q := range b.props {
+			q.fut.Resolve(nil, fmt.Errorf("%w: unexpected apply response %T", ErrIndeterminate, r))
 		}
 	}
 }

@@ -228,8 +228,9 @@ func TestJoinAndLeave(t *testing.T) {
 	mustSubmit(t, l2, bfAdd("m", "c"))
 }
 
-// A member dead longer than the timeout is removed, but never below a healthy
-// quorum.
+// A member dead longer than the timeout is removed: the wiring of gossip
+// events, raft's heartbeat observations and the executor (the rules, the
+// quorum guard among them, are rows of plan_test.go).
 func TestDeadServerRemoval(t *testing.T) {
 	tc := newTestCluster(t, 3, func(c *Config) { c.DeadServerTimeout = 2 * time.Second })
 	tc.leader(10 * time.Second)
@@ -239,24 +240,6 @@ func TestDeadServerRemoval(t *testing.T) {
 		_, l := tc.leader(10 * time.Second)
 		return l.voters() == 2
 	})
-	// Now losing one more voter of two leaves no healthy quorum without it: it
-	// must stay in the configuration.
-	li, l := tc.leader(10 * time.Second)
-	other := -1
-	for i, n := range tc.nodes {
-		if n != nil && i != li {
-			other = i
-		}
-	}
-	tc.crash(other)
-	time.Sleep(5 * time.Second)
-	cf := l.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
-		t.Fatal(err)
-	}
-	if got := len(cf.Configuration().Servers); got != 2 {
-		t.Fatalf("removed a voter without a healthy quorum: %d servers left", got)
-	}
 }
 
 // With no leader, a write is refused as definitely not applied.

@@ -185,21 +185,36 @@ func (n *Node) tendMembership() {
 	if book.Member != wasMember {
 		n.regossip()
 	}
-	why := ""
 	hint, _ := n.heal.hint.Load().(string)
+	n.setRemoved(removedReason(selfView{In: in, Led: led, Servers: len(servers), Hint: hint, Member: book.Member, Left: book.Left}))
+}
+
+// selfView is what a node knows of its own place in the cluster.
+type selfView struct {
+	In      bool   // in its latest configuration
+	Led     bool   // in it, and a leader is known (a leader replicates only to its configuration)
+	Servers int    // servers of the latest configuration
+	Hint    string // a leader that said over gossip this node is not in its configuration
+	Member  bool   // has been in a committed configuration, with the state it holds
+	Left    bool   // left the cluster for good
+}
+
+// removedReason says why the node is out of the cluster, "" while it is a
+// member: it left and no leader replicates to it; or it was a committed member
+// and its latest configuration lacks it; or a leader said so over gossip while
+// no leader replicates to it (a leader stops replicating to a server it
+// removes, often before the server has the entry that removes it). A gossip
+// message never outweighs raft.
+func removedReason(v selfView) string {
 	switch {
-	case book.Left && !led:
-		why = "this node left the cluster for good"
-	case book.Member && !in && len(servers) > 0:
-		why = "this node was removed from the cluster's configuration"
-	case book.Member && hint != "" && !led:
-		// The leader stops replicating to a server it removes, often before
-		// the server has the entry that removes it; the leader then says so
-		// over gossip. Only while no leader replicates to this node: a gossip
-		// message never outweighs raft.
-		why = "this node was removed from the cluster's configuration (leader " + hint + " says so)"
+	case v.Left && !v.Led:
+		return "this node left the cluster for good"
+	case v.Member && !v.In && v.Servers > 0:
+		return "this node was removed from the cluster's configuration"
+	case v.Member && v.Hint != "" && !v.Led:
+		return "this node was removed from the cluster's configuration (leader " + v.Hint + " says so)"
 	}
-	n.setRemoved(why)
+	return ""
 }
 
 // setRemoved records why the node is out of the configuration ("" when it is

@@ -27,7 +27,12 @@ func (n *Node) rejoin() ([]string, error) {
 	deadline := time.Now().Add(rejoinTimeout)
 	var last error
 	for {
-		gossip, err := n.leaveThroughLeader(rj.Peers)
+		gossip, err := leaveThroughLeader(n.cfg.ID, rj.Peers, n.peerStatusOf, func(ctx context.Context, addr string) error {
+			ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
+			defer cancel()
+			_, err := n.peer(addr).call(ctx, opRemove, []byte(n.cfg.ID))
+			return err
+		})
 		if err == nil {
 			// From here on a new member: the leader adds it rather than
 			// tell it it was removed.
@@ -53,9 +58,11 @@ func (n *Node) rejoin() ([]string, error) {
 	}
 }
 
-// leaveThroughLeader finds the leader among peers and asks it to remove this
-// node; it returns the peers' gossip addresses.
-func (n *Node) leaveThroughLeader(peers []Peer) ([]string, error) {
+// leaveThroughLeader finds the leader among peers (asking each for its
+// status) and asks it to remove node self; it returns the peers' gossip
+// addresses, to join through afterwards.
+func leaveThroughLeader(self string, peers []Peer, status func(ctx context.Context, addr string) (peerStatus, error),
+	remove func(ctx context.Context, leaderAddr string) error) ([]string, error) {
 	addr := map[string]string{}
 	for _, p := range peers {
 		addr[p.ID] = p.Raft
@@ -63,8 +70,11 @@ func (n *Node) leaveThroughLeader(peers []Peer) ([]string, error) {
 	var gossip []string
 	var errs []error
 	for _, p := range peers {
+		if p.ID == self {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		ps, err := n.peerStatusOf(ctx, p.Raft)
+		ps, err := status(ctx, p.Raft)
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p.ID, err))
@@ -74,16 +84,14 @@ func (n *Node) leaveThroughLeader(peers []Peer) ([]string, error) {
 			gossip = append(gossip, ps.Gossip)
 		}
 		leader, ok := addr[ps.Leader]
-		if !ok {
+		if !ok || ps.Leader == self {
 			continue
 		}
-		ctx, cancel = context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
-		_, err = n.peer(leader).call(ctx, opRemove, []byte(n.cfg.ID))
-		cancel()
-		if err == nil {
-			return gossip, nil
+		if err := remove(context.Background(), leader); err != nil {
+			errs = append(errs, fmt.Errorf("remove through %s: %w", ps.Leader, err))
+			continue
 		}
-		errs = append(errs, fmt.Errorf("remove through %s: %w", ps.Leader, err))
+		return gossip, nil
 	}
 	if len(errs) == 0 {
 		errs = append(errs, ErrNoLeader)

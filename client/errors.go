@@ -108,7 +108,44 @@ func (e *callError) Unwrap() []error {
 	return out
 }
 
-// replyClass says what an error reply means for a retry.
+// ErrorClass is what an error reply from a node says about a write.
+type ErrorClass int
+
+const (
+	// Final: the command's own answer or refusal (not found, full, out of
+	// memory, a bad argument); trying again gives the same answer.
+	Final ErrorClass = iota
+	// NotApplied: the write was not applied, for a passing reason (no
+	// leader, an election, a node shutting down or full of clients): trying
+	// it again, after a pause, is safe.
+	NotApplied
+	// Indeterminate: the write may or may not have been applied: retry it
+	// only with the same idempotency key (WithKey), which applies it once.
+	Indeterminate
+)
+
+// notAppliedPrefixes start the error replies that nodes send for "not
+// applied, try again" (transport/DESIGN.md, Error classes); the server's
+// tests pin this list against what it actually sends.
+var notAppliedPrefixes = []string{"CLUSTERDOWN", "TRYAGAIN", "SHUTDOWN", "LOADING",
+	"ERR max number of clients reached", "ERR Protocol error: server request buffers are full"}
+
+// ClassifyError says what an error reply (its text, as any Redis client
+// returns it) means for a write, so code that talks to Rookery through
+// another Redis client can retry as this package does.
+func ClassifyError(reply string) ErrorClass {
+	if strings.HasPrefix(reply, "INDETERMINATE") {
+		return Indeterminate
+	}
+	for _, p := range notAppliedPrefixes {
+		if strings.HasPrefix(reply, p) {
+			return NotApplied
+		}
+	}
+	return Final
+}
+
+// replyClass says what a reply means for a retry.
 type replyClass int
 
 const (
@@ -117,30 +154,21 @@ const (
 	unknown                      // may have happened: retry with the same key only
 )
 
-// classify reads a reply. Only replies the nodes send for "not applied, try
-// again" (transport/DESIGN.md, Error classes) and INDETERMINATE are retried;
-// every other error reply is an answer.
+// classify reads a reply.
 func classify(r reply) replyClass {
-	switch {
-	case !r.isError():
+	if !r.isError() {
 		return answer
-	case hasNotAppliedPrefix(r.str):
+	}
+	switch ClassifyError(r.str) {
+	case NotApplied:
 		return notApplied
-	case strings.HasPrefix(r.str, "INDETERMINATE"):
+	case Indeterminate:
 		return unknown
 	}
 	return answer
 }
 
-func hasNotAppliedPrefix(msg string) bool {
-	for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "SHUTDOWN", "LOADING",
-		"ERR max number of clients reached", "ERR server request buffers are full"} {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return false
-}
+func hasNotAppliedPrefix(msg string) bool { return ClassifyError(msg) == NotApplied }
 
 // serverErr turns a node's error reply into one of the package's errors,
 // keeping the node's text.

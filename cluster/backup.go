@@ -14,13 +14,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/rookerydb/rookery/fsm"
+	"github.com/rookerydb/rookery/internal/errdetail"
 )
 
 // Backups, as Consul's `consul snapshot save/restore` makes them.
@@ -190,8 +190,7 @@ func VerifyBackup(r io.Reader) (*BackupInfo, error) {
 		if cr.eof {
 			return nil, truncated()
 		}
-		detail := strings.TrimPrefix(err.Error(), fsm.ErrBadSnapshot.Error()+": ")
-		return nil, fmt.Errorf("%w: the state machine snapshot is damaged: %s", ErrBadBackup, detail)
+		return nil, fmt.Errorf("%w: the state machine snapshot is damaged: %s", ErrBadBackup, errdetail.Of(err))
 	}
 	var tail [sha256.Size]byte
 	if _, err := io.ReadFull(cr, tail[:]); err != nil {

@@ -6,9 +6,11 @@
 // write waiting at that moment into a single log entry, so a burst costs one
 // append and one fsync; on a follower the write is forwarded to the leader over a
 // multiplexed connection that keeps submission order. Every error a caller sees
-// is either definitely-not-applied (ErrNoLeader, ErrNotLeader, ErrShutdown,
-// ErrTooLarge) or indeterminate (ErrIndeterminate); only a write carrying a
-// session may be retried after an indeterminate error.
+// is in one class of Contract (errors.go): not applied for now (ErrNoLeader,
+// ErrNotLeader, ErrShutdown), refused until something changes (ErrTooLarge,
+// ErrDiskFull, ErrDiskError, ErrNeedsUpgrade) or indeterminate
+// (ErrIndeterminate, and any error Contract does not list); only a write
+// carrying a session may be retried after an indeterminate error.
 //
 // Reads go through ReadBarrier, which implements the read-index protocol on every
 // node (see readindex.go); concurrent reads share one leadership confirmation.

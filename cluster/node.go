@@ -481,17 +481,11 @@ func (n *Node) stopping() bool {
 
 // voters counts voters in the latest configuration.
 func (n *Node) voters() int {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
+	servers, err := latestServers(n.raft)
+	if err != nil {
 		return 0
 	}
-	c := 0
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
-			c++
-		}
-	}
-	return c
+	return countVoters(servers)
 }
 
 // peer returns the RPC client for a peer's Raft address.

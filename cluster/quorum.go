@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/hashicorp/raft"
 )
@@ -18,7 +17,7 @@ type peerAnswer struct{ yes, legacy bool }
 // answerOf reads a confirm request's outcome: nil is yes; "unknown request"
 // is a peer of a build without it.
 func answerOf(err error) peerAnswer {
-	return peerAnswer{yes: err == nil, legacy: err != nil && strings.Contains(err.Error(), errUnknownOp.Error())}
+	return peerAnswer{yes: err == nil, legacy: errors.Is(err, errUnknownOp)}
 }
 
 // tally counts a leadership confirmation: a quorum of the configuration's

@@ -83,8 +83,8 @@ func newTestReader(fr *fakeRaft, peers *peerTable) *reader {
 // leader's own vote counted; peers of an older build complete a quorum only
 // through raft's VerifyLeader.
 func TestConfirmLeadership(t *testing.T) {
-	errNo := ErrNotLeader // a peer that has moved to another term
-	legacy := errors.New("peer: " + string(errUnknownOp))
+	errNo := ErrNotLeader                                 // a peer that has moved to another term
+	legacy := errOf(codeError, []byte("unknown request")) // as a peer of an older build answers
 	for _, tc := range []struct {
 		name      string
 		voters    []string

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"sync"
 	"time"
 )
@@ -53,50 +52,33 @@ const (
 
 var errConnLost = errors.New("connection to peer lost")
 
+// codeOf is the response code of err on the wire (Contract; codeError for
+// any other error, its text in the body).
 func codeOf(err error) byte {
-	switch {
-	case err == nil:
+	if err == nil {
 		return codeOK
-	case errors.Is(err, ErrNoLeader):
-		return codeNoLeader
-	case errors.Is(err, ErrNotLeader):
-		return codeNotLeader
-	case errors.Is(err, ErrIndeterminate):
-		return codeIndeterminate
-	case errors.Is(err, ErrShutdown):
-		return codeShutdown
-	case errors.Is(err, ErrTooLarge):
-		return codeTooLarge
-	case errors.Is(err, ErrDiskFull):
-		return codeDiskFull
-	case errors.Is(err, ErrDiskError):
-		return codeDiskError
-	case errors.Is(err, ErrNeedsUpgrade):
-		return codeNeedsUpgrade
+	}
+	if k, ok := KindOf(err); ok {
+		return k.Code
 	}
 	return codeError
 }
 
+// errOf rebuilds the error a peer answered with: its text as sent, and its
+// kind for errors.Is.
 func errOf(code byte, body []byte) error {
-	switch code {
-	case codeOK:
+	if code == codeOK {
 		return nil
-	case codeNoLeader:
-		return ErrNoLeader
-	case codeNotLeader:
-		return ErrNotLeader
-	case codeIndeterminate:
-		return fmt.Errorf("%w: %s", ErrIndeterminate, body)
-	case codeShutdown:
-		return ErrShutdown
-	case codeTooLarge:
-		return fmt.Errorf("%w: %s", ErrTooLarge, body)
-	case codeDiskFull:
-		return fmt.Errorf("%w: on the leader: %s", ErrDiskFull, body)
-	case codeDiskError:
-		return fmt.Errorf("%w: on the leader: %s", ErrDiskError, body)
-	case codeNeedsUpgrade:
-		return fmt.Errorf("%w: %s", ErrNeedsUpgrade, strings.TrimPrefix(string(body), ErrNeedsUpgrade.Error()+": "))
+	}
+	for _, k := range Contract {
+		if k.Code == code {
+			return &remoteError{kind: k.Err, msg: string(body)}
+		}
+	}
+	if string(body) == string(errUnknownOp) {
+		// A peer of a build that does not know the request: the one answer
+		// builds since the first agree on, word for word.
+		return errUnknownOp
 	}
 	return fmt.Errorf("peer: %s", body)
 }

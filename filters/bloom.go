@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"math/bits"
+
+	"github.com/rookerydb/rookery/internal/errdetail"
 )
 
 // Bloom is a Bloom filter of m bits and k hashes, in one of two layouts chosen when
@@ -73,10 +75,10 @@ type bloomGeometry struct {
 // bloomCheck validates a capacity and error rate.
 func bloomCheck(capacity uint64, errorRate float64) error {
 	if capacity < 1 || capacity > bloomMaxCapacity {
-		return fmt.Errorf("%w: capacity %d out of range [1, %d]", ErrBadParam, capacity, uint64(bloomMaxCapacity))
+		return errdetail.New(ErrBadParam, "capacity %d out of range [1, %d]", capacity, uint64(bloomMaxCapacity))
 	}
 	if !(errorRate > 0 && errorRate < 1) {
-		return fmt.Errorf("%w: error rate %v must lie in (0, 1)", ErrBadParam, errorRate)
+		return errdetail.New(ErrBadParam, "error rate %v must lie in (0, 1)", errorRate)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/rookerydb/rookery/internal/errdetail"
 )
 
 // Counting is a counting Bloom filter (Fan, Cao, Almeida, Broder, "Summary Cache",
@@ -73,14 +75,14 @@ func countingMaxCounters(lgPer uint8) uint64 {
 // explicitly rounded products, so every replica computes the same m and k.
 func countingGeometry(capacity uint64, errorRate float64, counterBits uint8) (m uint64, k int, err error) {
 	if capacity < 1 || capacity > countingMaxCapacity {
-		return 0, 0, fmt.Errorf("%w: capacity %d out of range [1, %d]", ErrBadParam, capacity, uint64(countingMaxCapacity))
+		return 0, 0, errdetail.New(ErrBadParam, "capacity %d out of range [1, %d]", capacity, uint64(countingMaxCapacity))
 	}
 	if !(errorRate > 0 && errorRate < 1) {
-		return 0, 0, fmt.Errorf("%w: error rate %v must lie in (0, 1)", ErrBadParam, errorRate)
+		return 0, 0, errdetail.New(ErrBadParam, "error rate %v must lie in (0, 1)", errorRate)
 	}
 	_, lgPer, ok := countingLayout(counterBits)
 	if !ok {
-		return 0, 0, fmt.Errorf("%w: counter bits %d must be 4 or 8", ErrBadParam, counterBits)
+		return 0, 0, errdetail.New(ErrBadParam, "counter bits %d must be 4 or 8", counterBits)
 	}
 	n := float64(capacity)
 	mf := math.Ceil(float64(float64(n*-detLn(errorRate)) / float64(ln2*ln2)))

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+
+	"github.com/rookerydb/rookery/internal/errdetail"
 )
 
 // CuckooConfig holds the parameters of a new Cuckoo. A zero BucketSize,
@@ -94,15 +96,15 @@ func cuckooCheck(cfg CuckooConfig) (cuckooShape, error) {
 	}
 	switch {
 	case cfg.Capacity < 1:
-		return s, fmt.Errorf("%w: capacity must be at least 1", ErrBadParam)
+		return s, errdetail.New(ErrBadParam, "capacity must be at least 1")
 	case bs < 1 || bs > cuckooMaxBucketSize:
-		return s, fmt.Errorf("%w: bucket size %d out of range [1, %d]", ErrBadParam, bs, cuckooMaxBucketSize)
+		return s, errdetail.New(ErrBadParam, "bucket size %d out of range [1, %d]", bs, cuckooMaxBucketSize)
 	case fb != 8 && fb != 12 && fb != 16:
-		return s, fmt.Errorf("%w: fingerprint bits %d, want 8, 12 or 16", ErrBadParam, fb)
+		return s, errdetail.New(ErrBadParam, "fingerprint bits %d, want 8, 12 or 16", fb)
 	case s.maxIter < 1 || s.maxIter > cuckooMaxIterations:
-		return s, fmt.Errorf("%w: max iterations %d out of range [1, %d]", ErrBadParam, s.maxIter, cuckooMaxIterations)
+		return s, errdetail.New(ErrBadParam, "max iterations %d out of range [1, %d]", s.maxIter, cuckooMaxIterations)
 	case cfg.Expansion > cuckooMaxExpansion:
-		return s, fmt.Errorf("%w: expansion %d out of range [0, %d]", ErrBadParam, cfg.Expansion, cuckooMaxExpansion)
+		return s, errdetail.New(ErrBadParam, "expansion %d out of range [0, %d]", cfg.Expansion, cuckooMaxExpansion)
 	}
 	s.b, s.f = uint64(bs), uint64(fb)
 	s.m0 = cfg.Capacity / s.b

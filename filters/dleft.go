@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/rookerydb/rookery/internal/errdetail"
 )
 
 // DLeft is a d-left counting Bloom filter (Bonomi, Mitzenmacher, Panigrahy, Singh,
@@ -95,13 +97,13 @@ func dleftMaxBuckets(tables, cellsPer int, cellBits uint64) uint64 {
 // costs bits in every cell, a smaller one needs more buckets, run emptier.
 func dleftGeometry(capacity uint64, errorRate float64, counterBits uint8) (buckets uint64, rbits uint8, err error) {
 	if capacity < 1 || capacity > dleftMaxCapacity {
-		return 0, 0, fmt.Errorf("%w: capacity %d out of range [1, %d]", ErrBadParam, capacity, uint64(dleftMaxCapacity))
+		return 0, 0, errdetail.New(ErrBadParam, "capacity %d out of range [1, %d]", capacity, uint64(dleftMaxCapacity))
 	}
 	if !(errorRate > 0 && errorRate < 1) {
-		return 0, 0, fmt.Errorf("%w: error rate %v must lie in (0, 1)", ErrBadParam, errorRate)
+		return 0, 0, errdetail.New(ErrBadParam, "error rate %v must lie in (0, 1)", errorRate)
 	}
 	if !dleftCounterOK(counterBits) {
-		return 0, 0, fmt.Errorf("%w: counter bits %d must be 4 or 8", ErrBadParam, counterBits)
+		return 0, 0, errdetail.New(ErrBadParam, "counter bits %d must be 4 or 8", counterBits)
 	}
 	n := float64(capacity)
 	minBuckets := math.Ceil(n / (dleftTables * dleftLoad))

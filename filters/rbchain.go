@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+
+	"github.com/rookerydb/rookery/internal/errdetail"
 )
 
 // RBChain is RedisBloom's scalable Bloom filter reproduced bit for bit: a chain
@@ -118,11 +120,11 @@ func RBChainBytes(capacity uint64, errorRate float64, expansion uint32, nonScali
 func rbReserve(capacity uint64, errorRate float64, expansion uint32, nonScaling bool) (uint32, float64, error) {
 	switch {
 	case capacity < 1 || capacity > rbMaxEntries:
-		return 0, 0, fmt.Errorf("%w: capacity %d out of range [1, %d]", ErrBadParam, capacity, uint64(rbMaxEntries))
+		return 0, 0, errdetail.New(ErrBadParam, "capacity %d out of range [1, %d]", capacity, uint64(rbMaxEntries))
 	case !(errorRate > 0 && errorRate < 1):
-		return 0, 0, fmt.Errorf("%w: error rate %v must lie in (0, 1)", ErrBadParam, errorRate)
+		return 0, 0, errdetail.New(ErrBadParam, "error rate %v must lie in (0, 1)", errorRate)
 	case expansion > rbMaxGrowth:
-		return 0, 0, fmt.Errorf("%w: expansion %d out of range [0, %d]", ErrBadParam, expansion, rbMaxGrowth)
+		return 0, 0, errdetail.New(ErrBadParam, "expansion %d out of range [0, %d]", expansion, rbMaxGrowth)
 	}
 	options := uint32(rbOptForce64 | rbOptNoRound)
 	if nonScaling || expansion == 0 {

@@ -1,9 +1,10 @@
 package filters
 
 import (
-	"fmt"
 	"math"
 	"math/big"
+
+	"github.com/rookerydb/rookery/internal/errdetail"
 )
 
 // Sizing a link of an RBChain exactly as RedisBloom sizes it.
@@ -64,7 +65,7 @@ type rbShape struct {
 // *SizeError where the link would be larger than one filter may be.
 func rbInit(entries uint64, p float64, options uint32) (rbShape, error) {
 	if entries < 1 || !(p > 0 && p < 1) {
-		return rbShape{}, fmt.Errorf("%w: link of capacity %d at error rate %v", ErrBadParam, entries, p)
+		return rbShape{}, errdetail.New(ErrBadParam, "link of capacity %d at error rate %v", entries, p)
 	}
 	s := rbShape{entries: entries, err: p, bpe: rbBPE(p)}
 	var bits uint64
@@ -72,7 +73,7 @@ func rbInit(entries uint64, p float64, options uint32) (rbShape, error) {
 	case options&rbOptEntsIsBits != 0:
 		// entries is log2 of the bits; the capacity follows from them.
 		if entries > 64 {
-			return rbShape{}, fmt.Errorf("%w: 2^%d bits", ErrBadParam, entries)
+			return rbShape{}, errdetail.New(ErrBadParam, "2^%d bits", entries)
 		}
 		if entries > rbMaxN2 {
 			return rbShape{}, tooLarge(math.Ldexp(1, int(entries)))
@@ -81,7 +82,7 @@ func rbInit(entries uint64, p float64, options uint32) (rbShape, error) {
 		bits = 1 << s.n2
 		n := float64(float64(bits) / s.bpe)
 		if !(n < rbMaxEntries) {
-			return rbShape{}, fmt.Errorf("%w: link capacity %g", ErrBadParam, n)
+			return rbShape{}, errdetail.New(ErrBadParam, "link capacity %g", n)
 		}
 		s.entries = uint64(n)
 	case options&rbOptNoRound != 0:
@@ -112,10 +113,10 @@ func (s *rbShape) roundUp(n uint64) (uint64, error) {
 	bn2 := math.Logb(x)
 	switch {
 	case bn2 > 63 || math.IsInf(bn2, 0):
-		return 0, fmt.Errorf("%w: link of %g bits", ErrBadParam, x)
+		return 0, errdetail.New(ErrBadParam, "link of %g bits", x)
 	case bn2 < -1:
 		// C converts a negative exponent to the unsigned n2: undefined.
-		return 0, fmt.Errorf("%w: link of %g bits", ErrBadParam, x)
+		return 0, errdetail.New(ErrBadParam, "link of %g bits", x)
 	case bn2+1 > rbMaxN2:
 		return 0, tooLarge(math.Ldexp(1, int(bn2+1)))
 	}
@@ -126,7 +127,7 @@ func (s *rbShape) roundUp(n uint64) (uint64, error) {
 	bitDiff := uint64(float64(float64(bits) - x))
 	itemDiff := uint64(float64(float64(bitDiff) / s.bpe))
 	if itemDiff > rbMaxEntries-n {
-		return 0, fmt.Errorf("%w: link capacity overflows", ErrBadParam)
+		return 0, errdetail.New(ErrBadParam, "link capacity overflows")
 	}
 	s.entries = n + itemDiff
 	return bits, nil

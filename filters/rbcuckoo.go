@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+
+	"github.com/rookerydb/rookery/internal/errdetail"
 )
 
 // RBCuckoo is RedisBloom's cuckoo filter, bit for bit: the same hash, the same
@@ -154,13 +156,13 @@ func rbcReserve(capacity uint64, bucketSize, maxIterations, expansion uint16) (r
 	bs := uint64(bucketSize)
 	switch {
 	case bs < 1 || bs > rbcMaxBucketSize:
-		return rbcShape{}, fmt.Errorf("%w: bucket size %d out of range [1, %d]", ErrBadParam, bs, rbcMaxBucketSize)
+		return rbcShape{}, errdetail.New(ErrBadParam, "bucket size %d out of range [1, %d]", bs, rbcMaxBucketSize)
 	case maxIterations < 1:
-		return rbcShape{}, fmt.Errorf("%w: max iterations must be at least 1", ErrBadParam)
+		return rbcShape{}, errdetail.New(ErrBadParam, "max iterations must be at least 1")
 	case expansion > rbcMaxExpansion:
-		return rbcShape{}, fmt.Errorf("%w: expansion %d out of range [0, %d]", ErrBadParam, expansion, rbcMaxExpansion)
+		return rbcShape{}, errdetail.New(ErrBadParam, "expansion %d out of range [0, %d]", expansion, rbcMaxExpansion)
 	case capacity < 2*bs:
-		return rbcShape{}, fmt.Errorf("%w: capacity %d below twice the bucket size", ErrBadParam, capacity)
+		return rbcShape{}, errdetail.New(ErrBadParam, "capacity %d below twice the bucket size", capacity)
 	case capacity/bs > maxPayloadBytes/bs:
 		// Checked first: rounding capacity/bs up to a power of two may wrap.
 		return rbcShape{}, tooLarge(math.Ldexp(float64(bs)*8, bits.Len64(capacity/bs-1)))

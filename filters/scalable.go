@@ -5,6 +5,8 @@ import (
 	"io"
 	"math/bits"
 	"slices"
+
+	"github.com/rookerydb/rookery/internal/errdetail"
 )
 
 // Scalable is a scalable Bloom filter (Almeida, Baquero, Preguiça, Hutchison,
@@ -64,7 +66,7 @@ func NewScalable(capacity uint64, errorRate float64, expansion uint32, nonScalin
 // before it is halved: 1.5 must not pass as a first sub-filter's 0.75.
 func scalableCheck(capacity uint64, errorRate float64, expansion uint32) error {
 	if expansion > scalableMaxExpansion {
-		return fmt.Errorf("%w: expansion %d out of range [0, %d]", ErrBadParam, expansion, scalableMaxExpansion)
+		return errdetail.New(ErrBadParam, "expansion %d out of range [0, %d]", expansion, scalableMaxExpansion)
 	}
 	return bloomCheck(capacity, errorRate)
 }

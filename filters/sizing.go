@@ -18,12 +18,15 @@ type SizeError struct {
 }
 
 // Error says what was asked for and the limit, in bytes.
-func (e *SizeError) Error() string {
+func (e *SizeError) Error() string { return ErrBadParam.Error() + ": " + e.Detail() }
+
+// Detail is the error without its sentinel's words (errdetail.Of).
+func (e *SizeError) Detail() string {
 	need := fmt.Sprintf("%.0f", e.Need)
 	if !(e.Need < 1e18) {
 		need = fmt.Sprintf("%.3g", e.Need)
 	}
-	return fmt.Sprintf("%v: the filter would need %s bytes, more than the maximum of %d", ErrBadParam, need, e.Max)
+	return fmt.Sprintf("the filter would need %s bytes, more than the maximum of %d", need, e.Max)
 }
 
 // Unwrap returns ErrBadParam.

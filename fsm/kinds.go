@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"strings"
 
 	"github.com/rookerydb/rookery/filters"
+	"github.com/rookerydb/rookery/internal/errdetail"
 )
 
 // Everything the state machine knows of a filter kind is its row here: the
@@ -377,10 +377,10 @@ func EstimateBytes(s Spec) (uint64, error) {
 func CheckSpec(s Spec) error {
 	k, ok := kinds[s.Kind]
 	if !ok {
-		return fmt.Errorf("%w: unknown filter kind %d", ErrBadSpec, uint8(s.Kind))
+		return errdetail.New(ErrBadSpec, "unknown filter kind %d", uint8(s.Kind))
 	}
 	if _, err := k.bytes(s); err != nil {
-		return fmt.Errorf("%w: %s", ErrBadSpec, strings.TrimPrefix(err.Error(), filters.ErrBadParam.Error()+": "))
+		return errdetail.New(ErrBadSpec, "%s", errdetail.Of(err))
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/rookerydb/rookery/filters"
+	"github.com/rookerydb/rookery/internal/errdetail"
 	"github.com/rookerydb/rookery/internal/mutant"
 )
 
@@ -226,7 +227,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	st, err := readSnapshot(rc, f.sessionTTL)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		return errdetail.New(ErrBadSnapshot, "%v", err)
 	}
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
@@ -350,7 +351,7 @@ func VerifySnapshot(r io.Reader) (*SnapshotSummary, error) {
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		return nil, errdetail.New(ErrBadSnapshot, "%v", err)
 	}
 	sum.AppliedIndex, sum.Sessions = st.applied, len(st.sessions.clients)
 	return sum, nil

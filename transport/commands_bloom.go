@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/rookerydb/rookery/filters"
 	"github.com/rookerydb/rookery/fsm"
+	"github.com/rookerydb/rookery/internal/errdetail"
 )
 
 // RedisBloom's Bloom defaults and ranges.
@@ -121,7 +121,7 @@ func parseBFReserve(s *Server, args [][]byte) (op, error) {
 // "ERR item exists" instead; here the log entry is saved.
 func checkSpec(spec fsm.Spec) error {
 	if err := fsm.CheckSpec(spec); err != nil {
-		return redisError(string(errUnknownFail) + ": " + strings.TrimPrefix(err.Error(), fsm.ErrBadSpec.Error()+": "))
+		return redisError(string(errUnknownFail) + ": " + errdetail.Of(err))
 	}
 	return nil
 }

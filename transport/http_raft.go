@@ -115,8 +115,20 @@ func raftStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, cluster.ErrLastVoter), errors.Is(err, cluster.ErrNoOtherVoter), errors.Is(err, cluster.ErrNotVoter):
 		return http.StatusConflict
-	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrShutdown), errors.Is(err, cluster.ErrIndeterminate):
-		return http.StatusServiceUnavailable
 	}
-	return http.StatusInternalServerError
+	return contractStatus(err)
+}
+
+// contractStatus is the HTTP status of an error of cluster's contract, by
+// its class: 503 for not applied (for now) and indeterminate, 507 for a
+// refusal that lasts (memory, disk, upgrade); 500 for any other error.
+func contractStatus(err error) int {
+	k, ok := cluster.KindOf(err)
+	switch {
+	case !ok:
+		return http.StatusInternalServerError
+	case k.Class == cluster.ClassRefused:
+		return http.StatusInsufficientStorage
+	}
+	return http.StatusServiceUnavailable
 }

@@ -178,11 +178,8 @@ func backupStatus(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, err.Error()
 	case errors.Is(err, cluster.ErrRestoreInProgress), errors.Is(err, cluster.ErrNothingToSnapshot):
 		return http.StatusConflict, err.Error()
-	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader),
-		errors.Is(err, cluster.ErrShutdown), errors.Is(err, cluster.ErrIndeterminate):
-		return http.StatusServiceUnavailable, err.Error()
 	}
-	return http.StatusInternalServerError, err.Error()
+	return contractStatus(err), err.Error()
 }
 
 // deadlineWriter pushes the connection's write deadline out as bytes go.

@@ -25,9 +25,6 @@ const (
 	errNoAuth      = redisError("NOAUTH Authentication required.")
 	errWrongPass   = redisError("WRONGPASS invalid username-password pair or user is disabled.")
 	errMaxClients  = redisError("ERR max number of clients reached")
-	errNoLeader    = redisError("CLUSTERDOWN no leader")
-	errLeaderLost  = redisError("TRYAGAIN leadership changed, not applied")
-	errShutdown    = redisError("SHUTDOWN node is shutting down")
 	errUnknownFail = redisError("ERR could not create filter")
 )
 
@@ -132,21 +129,14 @@ func renderErr(err error) string {
 	if s, ok := domainErr(err); ok {
 		return s
 	}
-	switch {
-	case errors.Is(err, cluster.ErrNoLeader):
-		return string(errNoLeader)
-	case errors.Is(err, cluster.ErrNotLeader):
-		return string(errLeaderLost)
-	case errors.Is(err, cluster.ErrShutdown):
-		return string(errShutdown)
-	case errors.Is(err, cluster.ErrTooLarge):
-		return "OOM command not allowed: " + err.Error()
-	case errors.Is(err, cluster.ErrDiskFull), errors.Is(err, cluster.ErrDiskError):
-		return "ERR " + err.Error() // "ERR disk full: ...", not applied
-	case errors.Is(err, cluster.ErrNeedsUpgrade):
-		return "ERR " + err.Error() // not applied
+	k, ok := cluster.KindOf(err)
+	if !ok || k.Class == cluster.ClassIndeterminate {
+		return "INDETERMINATE " + err.Error() + ": the write may or may not have been applied"
 	}
-	return "INDETERMINATE " + err.Error() + ": the write may or may not have been applied"
+	if k.Text != "" {
+		return k.RESP + " " + k.Text
+	}
+	return k.RESP + " " + err.Error()
 }
 
 // domainErr maps the state machine's outcomes to RedisBloom's strings.
@@ -181,33 +171,31 @@ func domainErr(err error) (string, bool) {
 // readErr renders a failed read barrier. A read changes nothing, so a timeout
 // is simply "try again", never "indeterminate".
 func readErr(err error) error {
-	switch {
-	case errors.Is(err, cluster.ErrNoLeader):
-		return errNoLeader
-	case errors.Is(err, cluster.ErrNotLeader):
-		return errLeaderLost
-	case errors.Is(err, cluster.ErrShutdown):
-		return errShutdown
+	if cluster.ClassOf(err) == cluster.ClassNotApplied {
+		return redisError(renderErr(err))
 	}
 	return redisError("TRYAGAIN read not served: " + err.Error())
 }
 
-// outcome classifies a reply error for metrics.
+// outcome classifies a reply error for metrics: "indeterminate", "unavailable"
+// (not applied, for a passing or a lasting reason) or "error" (the
+// command's own).
 func outcome(err error) string {
 	if err == nil {
 		return "ok"
 	}
-	s := renderErr(err)
-	switch {
-	case len(s) >= 13 && s[:13] == "INDETERMINATE":
-		return "indeterminate"
-	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader),
-		errors.Is(err, cluster.ErrShutdown), errors.Is(err, cluster.ErrTooLarge),
-		errors.Is(err, cluster.ErrDiskFull), errors.Is(err, cluster.ErrDiskError),
-		errors.Is(err, cluster.ErrNeedsUpgrade):
+	var re redisError
+	if errors.As(err, &re) {
+		return "error"
+	}
+	if _, ok := domainErr(err); ok {
+		return "error"
+	}
+	switch cluster.ClassOf(err) {
+	case cluster.ClassNotApplied, cluster.ClassRefused:
 		return "unavailable"
 	}
-	return "error"
+	return "indeterminate"
 }
 
 // Result renderers for writes. Each gets the result of a successfully applied

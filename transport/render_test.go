@@ -100,7 +100,7 @@ func TestRenderClusterErrors(t *testing.T) {
 	if got := readErr(fmt.Errorf("%w: x", cluster.ErrIndeterminate)).Error(); got != "TRYAGAIN read not served: outcome unknown: x" {
 		t.Errorf("read barrier timeout: %q", got)
 	}
-	if readErr(cluster.ErrNoLeader) != errNoLeader {
+	if readErr(fmt.Errorf("%w: read index from n1", cluster.ErrNoLeader)).Error() != "CLUSTERDOWN no leader" {
 		t.Error("read without leader")
 	}
 	for err, want := range map[error]string{

@@ -25,6 +25,10 @@ type protocolError string
 
 func (e protocolError) Error() string { return "Protocol error: " + string(e) }
 
+// protocolReply is the error reply that ends a connection after a
+// protocol error, as Redis words it.
+func protocolReply(e protocolError) string { return "ERR " + e.Error() }
+
 // errIncomplete reports that the buffer ends inside a request.
 var errIncomplete = errors.New("incomplete request")
 

@@ -393,7 +393,7 @@ func (c *conn) readFailed(err error) {
 			c.s.m.bufferFull.Inc()
 		}
 		c.s.log.Debug("protocol error", "remote", c.nc.RemoteAddr().String(), "err", err)
-		c.wr.WriteError("ERR " + pe.Error())
+		c.wr.WriteError(protocolReply(pe))
 		c.flush()
 	case c.s.stopping.Load():
 	case errors.As(err, &ne) && ne.Timeout():

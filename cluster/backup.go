@@ -21,6 +21,7 @@ import (
 
 	"github.com/rookerydb/rookery/fsm"
 	"github.com/rookerydb/rookery/internal/errdetail"
+	"github.com/rookerydb/rookery/internal/wire"
 )
 
 // Backups, as Consul's `consul snapshot save/restore` makes them.
@@ -155,15 +156,15 @@ func (b *Backup) Size() int64 { return int64(len(b.header)) + b.meta.StateBytes 
 // WriteTo writes the whole file to w.
 func (b *Backup) WriteTo(w io.Writer) (int64, error) {
 	sum := sha256.New()
-	cw := &countWriter{w: io.MultiWriter(w, sum)}
+	cw := &wire.CountWriter{W: io.MultiWriter(w, sum)}
 	if _, err := cw.Write(b.header); err != nil {
-		return cw.n, err
+		return cw.N, err
 	}
 	if _, err := io.CopyN(cw, b.state, b.meta.StateBytes); err != nil {
-		return cw.n, fmt.Errorf("copy snapshot: %w", err)
+		return cw.N, fmt.Errorf("copy snapshot: %w", err)
 	}
 	n, err := w.Write(sum.Sum(nil))
-	return cw.n + int64(n), err
+	return cw.N + int64(n), err
 }
 
 // Close releases the snapshot.
@@ -174,27 +175,27 @@ func (b *Backup) Close() error { return b.state.Close() }
 // checksum of the whole file. Errors wrap ErrBadBackup and say what is
 // damaged.
 func VerifyBackup(r io.Reader) (*BackupInfo, error) {
-	cr := &countReader{r: r}
+	cr := &wire.CountReader{R: r}
 	sum := sha256.New()
 	tr := io.TeeReader(cr, sum)
 	meta, err := readBackupHeader(tr)
 	if err != nil {
 		return nil, err
 	}
-	want := cr.n + meta.StateBytes + sha256.Size
+	want := cr.N + meta.StateBytes + sha256.Size
 	truncated := func() error {
-		return fmt.Errorf("%w: truncated: the file ends after %d bytes, its header announces %d", ErrBadBackup, cr.n, want)
+		return fmt.Errorf("%w: truncated: the file ends after %d bytes, its header announces %d", ErrBadBackup, cr.N, want)
 	}
 	state, err := fsm.VerifySnapshot(io.LimitReader(tr, meta.StateBytes))
 	if err != nil {
-		if cr.eof {
+		if cr.EOF {
 			return nil, truncated()
 		}
 		return nil, fmt.Errorf("%w: the state machine snapshot is damaged: %s", ErrBadBackup, errdetail.Of(err))
 	}
 	var tail [sha256.Size]byte
 	if _, err := io.ReadFull(cr, tail[:]); err != nil {
-		if cr.eof {
+		if cr.EOF {
 			return nil, truncated()
 		}
 		return nil, fmt.Errorf("%w: read checksum: %v", ErrBadBackup, err)
@@ -205,7 +206,7 @@ func VerifyBackup(r io.Reader) (*BackupInfo, error) {
 	if n, _ := io.ReadFull(cr, make([]byte, 1)); n > 0 {
 		return nil, fmt.Errorf("%w: data after the end of the backup (%d bytes expected)", ErrBadBackup, want)
 	}
-	return &BackupInfo{Meta: meta, State: state, FileBytes: cr.n}, nil
+	return &BackupInfo{Meta: meta, State: state, FileBytes: cr.N}, nil
 }
 
 // readBackupHeader reads and checks the header.
@@ -260,33 +261,6 @@ func backupServers(c raft.Configuration) []BackupServer {
 		out[i] = BackupServer{ID: string(s.ID), Address: string(s.Address), Suffrage: s.Suffrage.String()}
 	}
 	return out
-}
-
-// countReader counts the bytes read and notes an early end of input.
-type countReader struct {
-	r   io.Reader
-	n   int64
-	eof bool
-}
-
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	if err == io.EOF {
-		c.eof = true
-	}
-	return n, err
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // Snapshots, backups and restores of a Node.

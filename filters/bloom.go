@@ -576,11 +576,11 @@ func init() { registerDecoder(KindBloom, decodeBloom) }
 // so a future change of sizing still reads old encodings; each is range-checked on
 // its own.
 func decodeBloom(params []byte) (Filter, []int, func([]paged) error, error) {
-	r := paramReader{b: params}
-	if v := r.byte(); r.err == nil && v != bloomParamVersion {
+	r := newParamReader(params)
+	if v := r.byte(); r.Err() == nil && v != bloomParamVersion {
 		return nil, nil, nil, fmt.Errorf("%w: bloom params version %d", ErrVersion, v)
 	}
-	b := readBloomShape(&r)
+	b := readBloomShape(r)
 	if err := r.done(); err != nil {
 		return nil, nil, nil, err
 	}
@@ -593,25 +593,25 @@ func decodeBloom(params []byte) (Filter, []int, func([]paged) error, error) {
 	return b, []int{int(b.m / 64)}, install, nil
 }
 
-// readBloomShape reads what writeShape wrote and range-checks it. On error (r.err
+// readBloomShape reads what writeShape wrote and range-checks it. On error (r.Err()
 // set) it returns a harmless empty shape.
 func readBloomShape(r *paramReader) *Bloom {
 	layout := r.byte()
 	unit, maxK := uint64(64), uint64(bloomMaxHashes)
 	if layout == layoutBlocked {
 		unit, maxK = blockBits, blockedMaxK
-	} else if r.err == nil && layout != layoutClassic {
-		r.fail(fmt.Sprintf("bloom layout %d", layout))
+	} else if r.Err() == nil && layout != layoutClassic {
+		r.Fail(fmt.Sprintf("bloom layout %d", layout))
 	}
 	capacity := r.uintIn("capacity", 1, bloomMaxCapacity)
 	rate := r.rate()
 	m := r.uintIn("bits", unit, bloomMaxBits)
-	if r.err == nil && m%unit != 0 {
-		r.fail(fmt.Sprintf("bits %d not a multiple of %d", m, unit))
+	if r.Err() == nil && m%unit != 0 {
+		r.Fail(fmt.Sprintf("bits %d not a multiple of %d", m, unit))
 	}
 	k := r.uintIn("hashes", 1, maxK)
 	count := r.uint()
-	if r.err != nil {
+	if r.Err() != nil {
 		return &Bloom{}
 	}
 	b := newBloomShape(capacity, rate, bloomGeometry{layout: layout, m: m, k: int(k)})

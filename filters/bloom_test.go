@@ -63,16 +63,6 @@ func newBloomLayout(t testing.TB, capacity uint64, p float64, layout uint8) *Blo
 	return b
 }
 
-func bfEncode(t testing.TB, f Filter) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	n, err := f.WriteTo(&buf)
-	if err != nil || n != int64(buf.Len()) {
-		t.Fatalf("WriteTo = %d, %v; wrote %d bytes", n, err, buf.Len())
-	}
-	return buf.Bytes()
-}
-
 // bfContainer wraps params and payload words in a valid container (lengths and
 // checksums right), so that tests and fuzzers reach the kind's own decoder.
 func bfContainer(k Kind, params []byte, words []uint64) []byte {
@@ -454,13 +444,13 @@ func TestBloomUnion(t *testing.T) {
 		}
 	}
 	a := mustNewBloom(t, 5000, 0.01)
-	before := bfEncode(t, a)
+	before := encodeOf(t, a)
 	for _, o := range []*Bloom{mustNewBloom(t, 6000, 0.01), mustNewBloom(t, 5000, 0.001), newBloomLayout(t, 5000, 0.01, layoutClassic)} {
 		if err := a.Union(o); !errors.Is(err, ErrIncompatible) {
 			t.Errorf("Union with %d bits, %d hashes: %v, want ErrIncompatible", o.m, o.k, err)
 		}
 	}
-	if !bytes.Equal(before, bfEncode(t, a)) {
+	if !bytes.Equal(before, encodeOf(t, a)) {
 		t.Error("a failed Union changed the filter")
 	}
 }
@@ -476,12 +466,12 @@ func TestBloomCloneAndDeterminism(t *testing.T) {
 		a, b := newBloomLayout(t, 2000, 0.01, layout), newBloomLayout(t, 2000, 0.01, layout)
 		run(a)
 		run(b)
-		if !bytes.Equal(bfEncode(t, a), bfEncode(t, b)) {
+		if !bytes.Equal(encodeOf(t, a), encodeOf(t, b)) {
 			t.Fatalf("layout %d: the same adds gave different encodings", layout)
 		}
 		c := a.Clone()
 		c.Add([]byte("only in the clone"))
-		if bytes.Equal(bfEncode(t, a), bfEncode(t, c)) || !bytes.Equal(bfEncode(t, a), bfEncode(t, b)) {
+		if bytes.Equal(encodeOf(t, a), encodeOf(t, c)) || !bytes.Equal(encodeOf(t, a), encodeOf(t, b)) {
 			t.Fatalf("layout %d: Clone shares state with the original", layout)
 		}
 	}
@@ -497,8 +487,8 @@ func TestBloomReadersShare(t *testing.T) {
 		b.Add(bfItem(i))
 		s.Add(bfItem(i))
 	}
-	b = bfDumpRoundTrip(t, b).(*Bloom)
-	s = bfDumpRoundTrip(t, s).(*Scalable)
+	b = dumpRoundTrip(t, b).(*Bloom)
+	s = dumpRoundTrip(t, s).(*Scalable)
 	done := make(chan bool)
 	for range 4 {
 		go func() {
@@ -570,8 +560,8 @@ func TestBloomGolden(t *testing.T) {
 			classic.Add(bfItem(i))
 		}
 	}
-	lines := bfHexLines("# NewBloom(1000, 0.01), items 0..699 (blocked)", bfEncode(t, blocked))
-	lines = append(lines, bfHexLines("# NewBloom(40, 0.001), items 0..29 (classic)", bfEncode(t, classic))...)
+	lines := bfHexLines("# NewBloom(1000, 0.01), items 0..699 (blocked)", encodeOf(t, blocked))
+	lines = append(lines, bfHexLines("# NewBloom(40, 0.001), items 0..29 (classic)", encodeOf(t, classic))...)
 	bfGolden(t, "bloom.hex", lines, *updateBloom)
 }
 
@@ -587,7 +577,7 @@ func TestBloomRoundTrip(t *testing.T) {
 		classic.Add(bfItem(i))
 	}
 	for _, b := range []*Bloom{big, classic, mustNewBloom(t, 1, 0.5)} {
-		enc := bfEncode(t, b)
+		enc := encodeOf(t, b)
 		f, err := Decode(bytes.NewReader(enc))
 		if err != nil || !reflect.DeepEqual(f, b) {
 			t.Fatalf("Decode = %v; equal %v", err, reflect.DeepEqual(f, b))
@@ -596,7 +586,7 @@ func TestBloomRoundTrip(t *testing.T) {
 		if n, err := r.ReadFrom(bytes.NewReader(enc)); err != nil || n != int64(len(enc)) || !reflect.DeepEqual(&r, b) {
 			t.Fatalf("ReadFrom = %d, %v (encoding is %d bytes)", n, err, len(enc))
 		}
-		g := bfDumpRoundTrip(t, b).(*Bloom)
+		g := dumpRoundTrip(t, b).(*Bloom)
 		if g.ApproxCount() != b.ApproxCount() || g.EstimatedFPP() != b.EstimatedFPP() {
 			t.Fatal("filter loaded from chunks has different fill estimates")
 		}
@@ -611,47 +601,12 @@ func TestBloomRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.ReadFrom(bytes.NewReader(bfEncode(t, c))); !errors.Is(err, ErrWrongKind) {
+	if _, err := r.ReadFrom(bytes.NewReader(encodeOf(t, c))); !errors.Is(err, ErrWrongKind) {
 		t.Fatalf("ReadFrom of a Counting: %v, want ErrWrongKind", err)
 	}
 	if _, err := big.WriteTo(io.Discard); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// bfDumpRoundTrip moves f through DumpChunk, LoadHeader and LoadChunk, loading the
-// chunks in reverse order, checks the result encodes exactly like f and returns it.
-func bfDumpRoundTrip(t *testing.T, f Filter) Filter {
-	t.Helper()
-	type chunk struct {
-		iter int64
-		data []byte
-	}
-	var chunks []chunk
-	for iter := int64(0); ; {
-		next, data, err := DumpChunk(f, iter)
-		if err != nil {
-			t.Fatalf("DumpChunk(%d): %v", iter, err)
-		}
-		if next == 0 {
-			break
-		}
-		chunks = append(chunks, chunk{next, data})
-		iter = next
-	}
-	g, err := LoadHeader(chunks[0].data)
-	if err != nil {
-		t.Fatalf("LoadHeader: %v", err)
-	}
-	for i := len(chunks) - 1; i >= 1; i-- {
-		if err := LoadChunk(g, chunks[i].iter, chunks[i].data); err != nil {
-			t.Fatalf("LoadChunk(%d): %v", chunks[i].iter, err)
-		}
-	}
-	if !bytes.Equal(bfEncode(t, f), bfEncode(t, g)) {
-		t.Fatal("filter loaded from dump chunks differs from the original")
-	}
-	return g
 }
 
 func TestBloomDecodeErrors(t *testing.T) {
@@ -708,7 +663,7 @@ func TestBloomDecodeErrors(t *testing.T) {
 			f.(*Bloom).Add([]byte("usable"))
 		}
 	}
-	enc := bfEncode(t, b)
+	enc := encodeOf(t, b)
 	for n := range len(enc) {
 		if _, err := Decode(bytes.NewReader(enc[:n])); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("truncated to %d bytes: error %v, want ErrCorrupt", n, err)
@@ -734,12 +689,12 @@ func bfDecodeAny(t *testing.T, data []byte) {
 		f.NextGrowthBytes()
 		f.Clone().Add([]byte("probe"))
 	}
-	enc := bfEncode(t, f)
+	enc := encodeOf(t, f)
 	g, err := Decode(bytes.NewReader(enc))
 	if err != nil {
 		t.Fatalf("re-encoding of a decoded filter does not decode: %v", err)
 	}
-	if !bytes.Equal(enc, bfEncode(t, g)) {
+	if !bytes.Equal(enc, encodeOf(t, g)) {
 		t.Fatal("decode, encode, decode, encode is not stable")
 	}
 }
@@ -771,7 +726,7 @@ func FuzzDecodeBloom(f *testing.F) {
 		classic.Add(bfItem(i))
 	}
 	for _, b := range []*Bloom{blocked, classic} {
-		enc := bfEncode(f, b)
+		enc := encodeOf(f, b)
 		pay := bfBytes(b.bits.slice())
 		f.Add(enc, b.params(), pay)
 		f.Add(enc[:len(enc)/2], b.params()[:4], pay[:8])

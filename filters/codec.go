@@ -9,6 +9,8 @@ import (
 	"io"
 	"math"
 	"unsafe"
+
+	"github.com/rookerydb/rookery/internal/wire"
 )
 
 // The encoding of one filter, shared by every kind (WriteTo, snapshots, SCANDUMP):
@@ -163,9 +165,9 @@ func Encode(w io.Writer, f Filter) (int64, error) {
 	paylen := uint64(payloadBytes(segs))
 	kind, params := encodingOf(f)
 	hdr := encodeHeader(kind, params, paylen)
-	cw := &countWriter{w: w}
+	cw := &wire.CountWriter{W: w}
 	if _, err := cw.Write(hdr); err != nil {
-		return cw.n, err
+		return cw.N, err
 	}
 	crc := uint32(0)
 	var buf []byte
@@ -173,14 +175,14 @@ func Encode(w io.Writer, f Filter) (int64, error) {
 		for _, pg := range s.pages {
 			var err error
 			if crc, buf, err = writeWords(cw, pg.w, crc, buf); err != nil {
-				return cw.n, err
+				return cw.N, err
 			}
 		}
 	}
 	var tail [4]byte
 	binary.LittleEndian.PutUint32(tail[:], crc)
 	_, err := cw.Write(tail[:])
-	return cw.n, err
+	return cw.N, err
 }
 
 func encodeHeader(k Kind, params []byte, paylen uint64) []byte {
@@ -415,45 +417,15 @@ func decodeInto(r io.Reader, want Kind) (Filter, int64, error) {
 	if !ok {
 		br = bufio.NewReaderSize(r, 64<<10)
 	}
-	cr := &countReader{r: br}
+	cr := &wire.CountReader{R: br}
 	f, err := Decode(cr)
 	if err != nil {
-		return nil, cr.n, err
+		return nil, cr.N, err
 	}
 	if f.Kind() != want {
-		return nil, cr.n, fmt.Errorf("%w: have %v, want %v", ErrWrongKind, f.Kind(), want)
+		return nil, cr.N, fmt.Errorf("%w: have %v, want %v", ErrWrongKind, f.Kind(), want)
 	}
-	return f, cr.n, nil
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
-type countReader struct {
-	r byteReader
-	n int64
-}
-
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-func (c *countReader) ReadByte() (byte, error) {
-	b, err := c.r.ReadByte()
-	if err == nil {
-		c.n++
-	}
-	return b, err
+	return f, cr.N, nil
 }
 
 // params encoding: a tiny append-only builder and a reader with a sticky error.
@@ -475,73 +447,37 @@ func boolByte(v bool) byte {
 	return 0
 }
 
-type paramReader struct {
-	b   []byte
-	err error
+// paramReader reads params with a sticky error (wire.Reader) that wraps
+// ErrCorrupt.
+type paramReader struct{ wire.Reader }
+
+func newParamReader(b []byte) *paramReader {
+	return &paramReader{wire.Reader{B: b, Corrupt: ErrCorrupt, Prefix: "params: "}}
 }
 
-func (r *paramReader) fail(what string) {
-	if r.err == nil {
-		r.err = fmt.Errorf("%w: params: %s", ErrCorrupt, what)
-	}
-}
-
-func (r *paramReader) uint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail("bad varint")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *paramReader) uint() uint64 { return r.Uvarint() }
 
 // uintIn reads an unsigned value and checks it lies in [lo, hi].
 func (r *paramReader) uintIn(what string, lo, hi uint64) uint64 {
 	v := r.uint()
-	if r.err == nil && (v < lo || v > hi) {
-		r.fail(fmt.Sprintf("%s %d out of range [%d, %d]", what, v, lo, hi))
+	if r.Err() == nil && (v < lo || v > hi) {
+		r.Fail(fmt.Sprintf("%s %d out of range [%d, %d]", what, v, lo, hi))
 	}
 	return v
 }
 
-func (r *paramReader) float() float64 {
-	if r.err != nil {
-		return 0
-	}
-	if len(r.b) < 8 {
-		r.fail("short float")
-		return 0
-	}
-	v := math.Float64frombits(binary.LittleEndian.Uint64(r.b))
-	r.b = r.b[8:]
-	return v
-}
+func (r *paramReader) float() float64 { return r.Float64() }
 
 // rate reads an error rate and checks it lies in (0, 1).
 func (r *paramReader) rate() float64 {
 	v := r.float()
-	if r.err == nil && !(v > 0 && v < 1) {
-		r.fail("error rate out of range")
+	if r.Err() == nil && !(v > 0 && v < 1) {
+		r.Fail("error rate out of range")
 	}
 	return v
 }
 
-func (r *paramReader) byte() byte {
-	if r.err != nil {
-		return 0
-	}
-	if len(r.b) < 1 {
-		r.fail("short")
-		return 0
-	}
-	v := r.b[0]
-	r.b = r.b[1:]
-	return v
-}
+func (r *paramReader) byte() byte { return r.Byte() }
 
 func (r *paramReader) bool() bool {
 	switch r.byte() {
@@ -550,28 +486,28 @@ func (r *paramReader) bool() bool {
 	case 1:
 		return true
 	}
-	r.fail("bad bool")
+	r.Fail("bad bool")
 	return false
 }
 
 func (r *paramReader) bytes(max int) []byte {
 	n := r.uint()
-	if r.err != nil {
+	if r.Err() != nil {
 		return nil
 	}
-	if n > uint64(max) || n > uint64(len(r.b)) {
-		r.fail("bad byte string length")
+	if n > uint64(max) || n > uint64(len(r.B)) {
+		r.Fail("bad byte string length")
 		return nil
 	}
-	v := r.b[:n]
-	r.b = r.b[n:]
+	v := r.B[:n]
+	r.B = r.B[n:]
 	return v
 }
 
 // done reports the sticky error, or an error if bytes are left over.
 func (r *paramReader) done() error {
-	if r.err == nil && len(r.b) != 0 {
-		r.fail("trailing bytes")
+	if r.Err() == nil && len(r.B) != 0 {
+		r.Fail("trailing bytes")
 	}
-	return r.err
+	return r.Err()
 }

@@ -71,8 +71,8 @@ func (f *tkFilter) params() []byte {
 }
 
 func decodeTK(params []byte) (Filter, []int, func([]paged) error, error) {
-	r := paramReader{b: params}
-	if v := r.byte(); r.err == nil && v != tkParamVersion {
+	r := newParamReader(params)
+	if v := r.byte(); r.Err() == nil && v != tkParamVersion {
 		return nil, nil, nil, fmt.Errorf("%w: test kind params version %d", ErrVersion, v)
 	}
 	la := r.uintIn("a words", 0, tkMaxWords)
@@ -519,7 +519,7 @@ func TestParamReader(t *testing.T) {
 	w.bool(false)
 	w.bytes([]byte("hello"))
 	w.bytes(nil)
-	r := paramReader{b: w.bytesOut()}
+	r := newParamReader(w.bytesOut())
 	if v := r.uint(); v != 0 {
 		t.Errorf("uint = %d", v)
 	}
@@ -581,8 +581,8 @@ func TestParamReaderRejects(t *testing.T) {
 		{"trailing", []byte{1, 2}, func(r *paramReader) { r.byte() }},
 	}
 	for _, c := range cases {
-		r := paramReader{b: c.in}
-		c.read(&r)
+		r := newParamReader(c.in)
+		c.read(r)
 		err := r.done()
 		if !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: done() = %v, want ErrCorrupt", c.name, err)
@@ -600,7 +600,7 @@ func TestParamReaderSticky(t *testing.T) {
 	w.float(0.5)
 	w.byte(9)
 	w.bytes([]byte("z"))
-	r := paramReader{b: w.bytesOut()}
+	r := newParamReader(w.bytesOut())
 	r.uintIn("first", 0, 5)
 	if v, f, b, s, bl := r.uint(), r.float(), r.byte(), r.bytes(8), r.bool(); v != 0 || f != 0 || b != 0 || s != nil || bl {
 		t.Errorf("reads after a failure returned %v %v %v %q %v, want zeroes", v, f, b, s, bl)

@@ -301,16 +301,16 @@ func init() { registerDecoder(KindCounting, decodeCounting) }
 // recomputed, so a future change of sizing still reads old encodings; each is
 // range-checked on its own.
 func decodeCounting(params []byte) (Filter, []int, func([]paged) error, error) {
-	r := paramReader{b: params}
-	if v := r.byte(); r.err == nil && v != countingParamVersion {
+	r := newParamReader(params)
+	if v := r.byte(); r.Err() == nil && v != countingParamVersion {
 		return nil, nil, nil, fmt.Errorf("%w: counting params version %d", ErrVersion, v)
 	}
 	capacity := r.uintIn("capacity", 1, countingMaxCapacity)
 	rate := r.rate()
 	bits := r.byte()
 	_, lgPer, ok := countingLayout(bits)
-	if r.err == nil && !ok {
-		r.fail(fmt.Sprintf("counter bits %d", bits))
+	if r.Err() == nil && !ok {
+		r.Fail(fmt.Sprintf("counter bits %d", bits))
 	}
 	m := r.uintIn("counters", 1, countingMaxCounters(lgPer))
 	k := r.uintIn("hashes", 1, countingMaxHashes)

@@ -36,17 +36,6 @@ func cbKey(tag byte, i uint64) []byte {
 	return b[:]
 }
 
-// cbEncode returns f's encoding.
-func cbEncode(t testing.TB, f Filter) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	n, err := f.WriteTo(&buf)
-	if err != nil || n != int64(buf.Len()) {
-		t.Fatalf("WriteTo = %d, %v; wrote %d bytes", n, err, buf.Len())
-	}
-	return buf.Bytes()
-}
-
 // cbContainer wraps params and payload words in a valid encoding container, with
 // correct lengths and checksums, so that tests and fuzzers reach the kind's decoder.
 func cbContainer(k Kind, params []byte, words []uint64) []byte {
@@ -94,11 +83,11 @@ func checkCountingModel(t *testing.T, f countingKind, seed uint64, universe, ops
 			model[i]--
 			total--
 		case !f.TestDigest(d):
-			before := cbEncode(t, f)
+			before := encodeOf(t, f)
 			if f.DeleteDigest(d) {
 				t.Fatalf("op %d: Delete of absent item %d succeeded", op, i)
 			}
-			if !bytes.Equal(before, cbEncode(t, f)) {
+			if !bytes.Equal(before, encodeOf(t, f)) {
 				t.Fatalf("op %d: refused Delete changed the filter", op)
 			}
 		}
@@ -314,12 +303,12 @@ func TestCountingDeterminism(t *testing.T) {
 	b := mustNewCounting(t, 5000, 0.01, 4)
 	cbOps(a, 3, 8000)
 	cbOps(b, 3, 8000)
-	if !bytes.Equal(cbEncode(t, a), cbEncode(t, b)) {
+	if !bytes.Equal(encodeOf(t, a), encodeOf(t, b)) {
 		t.Fatal("the same operations gave different encodings")
 	}
 	cl := a.Clone()
 	cl.Add([]byte("only in the clone"))
-	if bytes.Equal(cbEncode(t, a), cbEncode(t, cl)) || !bytes.Equal(cbEncode(t, a), cbEncode(t, b)) {
+	if bytes.Equal(encodeOf(t, a), encodeOf(t, cl)) || !bytes.Equal(encodeOf(t, a), encodeOf(t, b)) {
 		t.Fatal("Clone shares state with the original")
 	}
 }
@@ -358,7 +347,7 @@ func TestCountingGolden(t *testing.T) {
 	c := mustNewCounting(t, 60, 0.01, 4)
 	cbOps(c, 11, 120)
 	c.Add([]byte("golden"))
-	cbCheckGolden(t, "counting.hex", cbEncode(t, c), *updateCounting)
+	cbCheckGolden(t, "counting.hex", encodeOf(t, c), *updateCounting)
 }
 
 func TestCountingRoundTrip(t *testing.T) {
@@ -366,7 +355,7 @@ func TestCountingRoundTrip(t *testing.T) {
 		// 4.8M counters: the 4-bit filter spans three dump chunks, the 8-bit one five.
 		c := mustNewCounting(t, 500000, 0.01, bits)
 		cbOps(c, 5, 20000)
-		enc := cbEncode(t, c)
+		enc := encodeOf(t, c)
 
 		f, err := Decode(bytes.NewReader(enc))
 		if err != nil || !reflect.DeepEqual(f, c) {
@@ -376,44 +365,7 @@ func TestCountingRoundTrip(t *testing.T) {
 		if n, err := r.ReadFrom(bytes.NewReader(enc)); err != nil || n != int64(len(enc)) || !reflect.DeepEqual(&r, c) {
 			t.Fatalf("bits %d: ReadFrom = %d, %v (encoding is %d bytes)", bits, n, err, len(enc))
 		}
-		cbCheckDumpRoundTrip(t, c)
-	}
-}
-
-// cbCheckDumpRoundTrip moves f through DumpChunk, LoadHeader and LoadChunk, loading the
-// chunks in reverse order, and checks the result encodes exactly like f.
-func cbCheckDumpRoundTrip(t *testing.T, f Filter) {
-	t.Helper()
-	type chunk struct {
-		iter int64
-		data []byte
-	}
-	var chunks []chunk
-	for iter := int64(0); ; {
-		next, data, err := DumpChunk(f, iter)
-		if err != nil {
-			t.Fatalf("DumpChunk(%d): %v", iter, err)
-		}
-		if next == 0 {
-			break
-		}
-		chunks = append(chunks, chunk{next, data})
-		iter = next
-	}
-	g, err := LoadHeader(chunks[0].data)
-	if err != nil {
-		t.Fatalf("LoadHeader: %v", err)
-	}
-	for i := len(chunks) - 1; i >= 1; i-- {
-		if err := LoadChunk(g, chunks[i].iter, chunks[i].data); err != nil {
-			t.Fatalf("LoadChunk(%d): %v", chunks[i].iter, err)
-		}
-	}
-	if !bytes.Equal(cbEncode(t, f), cbEncode(t, g)) {
-		t.Fatal("filter loaded from dump chunks differs from the original")
-	}
-	if !reflect.DeepEqual(f, g) {
-		t.Fatal("filter loaded from dump chunks has different derived state")
+		dumpRoundTrip(t, c)
 	}
 }
 
@@ -461,7 +413,7 @@ func TestCountingDecodeErrors(t *testing.T) {
 			t.Errorf("%s: Decode error %v, want %v", tc.name, err, tc.want)
 		}
 	}
-	enc := cbEncode(t, c)
+	enc := encodeOf(t, c)
 	for _, n := range []int{0, 5, 20, len(enc) - 9, len(enc) - 1} {
 		if _, err := Decode(bytes.NewReader(enc[:n])); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("truncated to %d bytes: error %v, want ErrCorrupt", n, err)
@@ -479,12 +431,12 @@ func cbCheckDecodeAny(t *testing.T, data []byte) {
 		}
 		return
 	}
-	enc := cbEncode(t, f)
+	enc := encodeOf(t, f)
 	g, err := Decode(bytes.NewReader(enc))
 	if err != nil {
 		t.Fatalf("re-encoding of a decoded filter does not decode: %v", err)
 	}
-	if !bytes.Equal(enc, cbEncode(t, g)) {
+	if !bytes.Equal(enc, encodeOf(t, g)) {
 		t.Fatal("decode, encode, decode, encode is not stable")
 	}
 }
@@ -504,7 +456,7 @@ func FuzzDecodeCounting(f *testing.F) {
 	c8 := mustNewCounting(f, 10, 0.2, 8)
 	cbOps(c8, 2, 20)
 	for _, src := range []*Counting{c, c8} {
-		enc := cbEncode(f, src)
+		enc := encodeOf(f, src)
 		pay := make([]byte, 0, src.counters.len()*8)
 		for _, w := range src.counters.slice() {
 			pay = binary.LittleEndian.AppendUint64(pay, w)

@@ -470,8 +470,8 @@ func init() { registerDecoder(KindCuckoo, decodeCuckoo) }
 // configuration, and the sub-filter count against the expansion and the size
 // limit.
 func decodeCuckoo(params []byte) (Filter, []int, func([]paged) error, error) {
-	r := paramReader{b: params}
-	if v := r.byte(); r.err == nil && v != cuckooParamVersion {
+	r := newParamReader(params)
+	if v := r.byte(); r.Err() == nil && v != cuckooParamVersion {
 		return nil, nil, nil, fmt.Errorf("%w: cuckoo params version %d", ErrVersion, v)
 	}
 	var cfg CuckooConfig

@@ -69,7 +69,7 @@ func TestCuckooGolden(t *testing.T) {
 	var lines []string
 	for i, c := range fs {
 		lines = append(lines, labels[i])
-		text := hex.EncodeToString(ckEncode(t, c))
+		text := hex.EncodeToString(encodeOf(t, c))
 		for len(text) > 0 {
 			n := min(len(text), 64)
 			lines = append(lines, text[:n])
@@ -92,38 +92,6 @@ func TestCuckooGolden(t *testing.T) {
 	}
 }
 
-// ckDumpRoundTrip moves f through DumpChunk, LoadHeader and LoadChunk, loading the
-// chunks in reverse order, and returns the loaded filter.
-func ckDumpRoundTrip(t *testing.T, f Filter) Filter {
-	t.Helper()
-	type chunk struct {
-		iter int64
-		data []byte
-	}
-	var chunks []chunk
-	for iter := int64(0); ; {
-		next, data, err := DumpChunk(f, iter)
-		if err != nil {
-			t.Fatalf("DumpChunk(%d): %v", iter, err)
-		}
-		if next == 0 {
-			break
-		}
-		chunks = append(chunks, chunk{next, data})
-		iter = next
-	}
-	g, err := LoadHeader(chunks[0].data)
-	if err != nil {
-		t.Fatalf("LoadHeader: %v", err)
-	}
-	for i := len(chunks) - 1; i >= 1; i-- {
-		if err := LoadChunk(g, chunks[i].iter, chunks[i].data); err != nil {
-			t.Fatalf("LoadChunk(%d): %v", chunks[i].iter, err)
-		}
-	}
-	return g
-}
-
 func TestCuckooRoundTrip(t *testing.T) {
 	// About 1.6 MB in two sub-filters: the dump spans two chunks and a chunk
 	// boundary falls inside the second sub-filter.
@@ -138,7 +106,7 @@ func TestCuckooRoundTrip(t *testing.T) {
 	}
 	_, fs := ckGoldenFilters(t)
 	for _, c := range append(fs, big, mustNewCuckoo(t, CuckooConfig{Capacity: 1})) {
-		enc := ckEncode(t, c)
+		enc := encodeOf(t, c)
 		f, err := Decode(bytes.NewReader(enc))
 		if err != nil || !reflect.DeepEqual(f, c) {
 			t.Fatalf("Decode = %v; equal %v", err, reflect.DeepEqual(f, c))
@@ -147,19 +115,19 @@ func TestCuckooRoundTrip(t *testing.T) {
 		if n, err := r.ReadFrom(bytes.NewReader(enc)); err != nil || n != int64(len(enc)) || !reflect.DeepEqual(&r, c) {
 			t.Fatalf("ReadFrom = %d, %v (encoding is %d bytes)", n, err, len(enc))
 		}
-		g := ckDumpRoundTrip(t, c).(*Cuckoo)
-		if !reflect.DeepEqual(g, c) || !bytes.Equal(ckEncode(t, g), enc) {
+		g := dumpRoundTrip(t, c).(*Cuckoo)
+		if !reflect.DeepEqual(g, c) || !bytes.Equal(encodeOf(t, g), enc) {
 			t.Fatal("filter loaded from dump chunks differs from the original")
 		}
 		// The loaded filter works: same answers, and it takes adds as the
 		// original does.
 		if err, err2 := g.Add([]byte("after")), c.Add([]byte("after")); (err == nil) != (err2 == nil) ||
-			!bytes.Equal(ckEncode(t, g), ckEncode(t, c)) {
+			!bytes.Equal(encodeOf(t, g), encodeOf(t, c)) {
 			t.Fatal("the loaded filter and the original diverge")
 		}
 	}
 	var r Cuckoo
-	if _, err := r.ReadFrom(bytes.NewReader(ckEncode(t, mustNewScalable(t, 10, 0.1, 2, false)))); !errors.Is(err, ErrWrongKind) {
+	if _, err := r.ReadFrom(bytes.NewReader(encodeOf(t, mustNewScalable(t, 10, 0.1, 2, false)))); !errors.Is(err, ErrWrongKind) {
 		t.Fatalf("ReadFrom of a Scalable: %v, want ErrWrongKind", err)
 	}
 }
@@ -226,7 +194,7 @@ func TestCuckooDecodeErrors(t *testing.T) {
 			}
 		}
 	}
-	enc := ckEncode(t, c)
+	enc := encodeOf(t, c)
 	for n := range len(enc) {
 		if _, err := Decode(bytes.NewReader(enc[:n])); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("truncated to %d bytes: error %v, want ErrCorrupt", n, err)
@@ -247,7 +215,7 @@ func ckDecodeAny(t *testing.T, data []byte) {
 	}
 	c.Test([]byte("x"))
 	c.Count([]byte("x"))
-	enc := ckEncode(t, c)
+	enc := encodeOf(t, c)
 	g, err := Decode(bytes.NewReader(enc))
 	if err != nil || !reflect.DeepEqual(g, c) {
 		t.Fatalf("re-encoding of a decoded filter: %v", err)
@@ -264,7 +232,7 @@ func FuzzDecodeCuckoo(f *testing.F) {
 	labels, fs := ckGoldenFilters(f)
 	_ = labels
 	for _, c := range fs {
-		enc := ckEncode(f, c)
+		enc := encodeOf(f, c)
 		var pay []byte
 		for _, s := range c.payload() {
 			for _, w := range s.slice() {

@@ -23,15 +23,6 @@ func ckItem(tag byte, i uint64) []byte {
 	return binary.LittleEndian.AppendUint64([]byte{'c', 'k', tag}, i)
 }
 
-func ckEncode(t testing.TB, f Filter) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	if n, err := f.WriteTo(&buf); err != nil || n != int64(buf.Len()) {
-		t.Fatalf("WriteTo = %d, %v; wrote %d bytes", n, err, buf.Len())
-	}
-	return buf.Bytes()
-}
-
 func TestCuckooConfig(t *testing.T) {
 	bad := []CuckooConfig{
 		{},
@@ -135,7 +126,7 @@ func ckRun(t *testing.T, c *Cuckoo, seed uint64, universe uint64, ops int) (fail
 		case x < 5:
 			var before []byte
 			if c.Filters() == MaxCuckooFilters || c.Expansion() == 0 {
-				before = ckEncode(t, c)
+				before = encodeOf(t, c)
 			}
 			err := c.Add(item)
 			switch {
@@ -143,7 +134,7 @@ func ckRun(t *testing.T, c *Cuckoo, seed uint64, universe uint64, ops int) (fail
 				model[i]++
 			case errors.Is(err, ErrFull):
 				failed++
-				if before != nil && !bytes.Equal(before, ckEncode(t, c)) {
+				if before != nil && !bytes.Equal(before, encodeOf(t, c)) {
 					t.Fatalf("op %d: a failed Add changed the filter", op)
 				}
 			default:
@@ -230,13 +221,13 @@ func TestCuckooFailedAddUndo(t *testing.T) {
 			var added []uint64
 			fails := 0
 			for i := uint64(0); fails < 20; i++ {
-				before := ckEncode(t, c)
+				before := encodeOf(t, c)
 				if err := c.Add(ckItem(1, i)); err != nil {
 					if !errors.Is(err, ErrFull) {
 						t.Fatalf("%+v: Add: %v", cfg, err)
 					}
 					fails++
-					if !bytes.Equal(before, ckEncode(t, c)) {
+					if !bytes.Equal(before, encodeOf(t, c)) {
 						t.Fatalf("%+v: failed Add of item %d changed the filter", cfg, i)
 					}
 					continue
@@ -531,7 +522,7 @@ func TestCuckooCloneAndDeterminism(t *testing.T) {
 	a, b := mustNewCuckoo(t, cfg), mustNewCuckoo(t, cfg)
 	ckRun(t, a, 8, 3000, 8000)
 	ckRun(t, b, 8, 3000, 8000)
-	if a.Filters() < 3 || !bytes.Equal(ckEncode(t, a), ckEncode(t, b)) {
+	if a.Filters() < 3 || !bytes.Equal(encodeOf(t, a), encodeOf(t, b)) {
 		t.Fatalf("same operations, different encodings (%d sub-filters)", a.Filters())
 	}
 	c := a.Clone()
@@ -543,7 +534,7 @@ func TestCuckooCloneAndDeterminism(t *testing.T) {
 	if c.Filters() == a.Filters() {
 		t.Fatal("the clone did not grow")
 	}
-	if bytes.Equal(ckEncode(t, a), ckEncode(t, c)) || !bytes.Equal(ckEncode(t, a), ckEncode(t, b)) {
+	if bytes.Equal(encodeOf(t, a), encodeOf(t, c)) || !bytes.Equal(encodeOf(t, a), encodeOf(t, b)) {
 		t.Fatal("Clone shares state with the original")
 	}
 }

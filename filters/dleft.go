@@ -471,25 +471,25 @@ func init() { registerDecoder(KindDLeft, decodeDLeft) }
 // recomputed, so a future change of sizing still reads old encodings; every value
 // is range-checked, and the arrays' total size bounded, before anything is built.
 func decodeDLeft(params []byte) (Filter, []int, func([]paged) error, error) {
-	r := paramReader{b: params}
-	if v := r.byte(); r.err == nil && v != dleftParamVersion {
+	r := newParamReader(params)
+	if v := r.byte(); r.Err() == nil && v != dleftParamVersion {
 		return nil, nil, nil, fmt.Errorf("%w: d-left params version %d", ErrVersion, v)
 	}
 	capacity := r.uintIn("capacity", 1, dleftMaxCapacity)
 	rate := r.rate()
 	cbits := r.byte()
-	if r.err == nil && !dleftCounterOK(cbits) {
-		r.fail(fmt.Sprintf("counter bits %d", cbits))
+	if r.Err() == nil && !dleftCounterOK(cbits) {
+		r.Fail(fmt.Sprintf("counter bits %d", cbits))
 	}
 	rbits := r.byte()
-	if r.err == nil && (rbits < 1 || int(rbits)+int(cbits) > 64) {
-		r.fail(fmt.Sprintf("remainder bits %d", rbits))
+	if r.Err() == nil && (rbits < 1 || int(rbits)+int(cbits) > 64) {
+		r.Fail(fmt.Sprintf("remainder bits %d", rbits))
 	}
 	tables := r.uintIn("tables", 1, dleftMaxTables)
 	cellsPer := r.uintIn("cells per bucket", 1, dleftMaxCells)
 	cellBits := uint64(rbits) + uint64(cbits)
 	buckets := uint64(0)
-	if r.err == nil {
+	if r.Err() == nil {
 		buckets = r.uintIn("buckets", 1, dleftMaxBuckets(int(tables), int(cellsPer), cellBits))
 	}
 	items := r.uint()

@@ -275,12 +275,12 @@ func TestDLeftDeterminism(t *testing.T) {
 		b := mustNewDLeft(t, capacity, 0.01, 4)
 		cbOps(a, 3, 8000)
 		cbOps(b, 3, 8000)
-		if !bytes.Equal(cbEncode(t, a), cbEncode(t, b)) {
+		if !bytes.Equal(encodeOf(t, a), encodeOf(t, b)) {
 			t.Fatalf("capacity %d: the same operations gave different encodings", capacity)
 		}
 		cl := a.Clone()
 		cl.Add([]byte("only in the clone"))
-		if bytes.Equal(cbEncode(t, a), cbEncode(t, cl)) || !bytes.Equal(cbEncode(t, a), cbEncode(t, b)) {
+		if bytes.Equal(encodeOf(t, a), encodeOf(t, cl)) || !bytes.Equal(encodeOf(t, a), encodeOf(t, b)) {
 			t.Fatal("Clone shares state with the original")
 		}
 	}
@@ -295,7 +295,7 @@ func TestDLeftGolden(t *testing.T) {
 	if !f.Overflowed() {
 		t.Fatal("golden filter did not overflow")
 	}
-	cbCheckGolden(t, "dleft.hex", cbEncode(t, f), *updateDLeft)
+	cbCheckGolden(t, "dleft.hex", encodeOf(t, f), *updateDLeft)
 }
 
 func TestDLeftRoundTrip(t *testing.T) {
@@ -305,7 +305,7 @@ func TestDLeftRoundTrip(t *testing.T) {
 	big := mustNewDLeft(t, 500000, 0.01, 4)
 	cbOps(big, 5, 20000)
 	for _, f := range []*DLeft{small, big} {
-		enc := cbEncode(t, f)
+		enc := encodeOf(t, f)
 		g, err := Decode(bytes.NewReader(enc))
 		if err != nil || !reflect.DeepEqual(g, f) {
 			t.Fatalf("Decode = %v; equal %v", err, reflect.DeepEqual(g, f))
@@ -314,14 +314,14 @@ func TestDLeftRoundTrip(t *testing.T) {
 		if n, err := r.ReadFrom(bytes.NewReader(enc)); err != nil || n != int64(len(enc)) || !reflect.DeepEqual(&r, f) {
 			t.Fatalf("ReadFrom = %d, %v (encoding is %d bytes)", n, err, len(enc))
 		}
-		cbCheckDumpRoundTrip(t, f)
+		dumpRoundTrip(t, f)
 	}
 	var c Counting
-	if _, err := c.ReadFrom(bytes.NewReader(cbEncode(t, small))); !errors.Is(err, ErrWrongKind) {
+	if _, err := c.ReadFrom(bytes.NewReader(encodeOf(t, small))); !errors.Is(err, ErrWrongKind) {
 		t.Errorf("Counting.ReadFrom of a DLeft: %v, want ErrWrongKind", err)
 	}
 	var d DLeft
-	if _, err := d.ReadFrom(bytes.NewReader(cbEncode(t, mustNewCounting(t, 10, 0.1, 4)))); !errors.Is(err, ErrWrongKind) {
+	if _, err := d.ReadFrom(bytes.NewReader(encodeOf(t, mustNewCounting(t, 10, 0.1, 4)))); !errors.Is(err, ErrWrongKind) {
 		t.Errorf("DLeft.ReadFrom of a Counting: %v, want ErrWrongKind", err)
 	}
 }
@@ -383,7 +383,7 @@ func FuzzDecodeDLeft(f *testing.F) {
 	b := mustNewDLeft(f, 4, 0.001, 8)
 	cbOps(b, 2, 10)
 	for _, src := range []*DLeft{a, b} {
-		enc := cbEncode(f, src)
+		enc := encodeOf(f, src)
 		var pay []byte
 		for _, seg := range src.payload() {
 			for _, w := range seg.slice() {

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
@@ -62,6 +63,33 @@ func dtLoad(t testing.TB, header []byte, chunks []dtChunk) Filter {
 		}
 	}
 	return g
+}
+
+// dumpRoundTrip moves f through DumpChunk, LoadHeader and LoadChunk, loading
+// the chunks in reverse order, checks that the result encodes exactly like f
+// and has the same derived state, and returns it.
+func dumpRoundTrip(t testing.TB, f Filter) Filter {
+	t.Helper()
+	header, chunks := dtDump(t, f)
+	slices.Reverse(chunks)
+	g := dtLoad(t, header, chunks)
+	if !bytes.Equal(encodeOf(t, f), encodeOf(t, g)) {
+		t.Fatal("filter loaded from dump chunks differs from the original")
+	}
+	if !reflect.DeepEqual(f, g) {
+		t.Fatal("filter loaded from dump chunks has different derived state")
+	}
+	return g
+}
+
+// encodeOf returns f's encoding, checking that WriteTo reports its length.
+func encodeOf(t testing.TB, f Filter) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if n, err := f.WriteTo(&buf); err != nil || n != int64(buf.Len()) {
+		t.Fatalf("WriteTo = %d, %v; wrote %d bytes", n, err, buf.Len())
+	}
+	return buf.Bytes()
 }
 
 // dtBig is a test filter of several MiB, its arrays not multiples of a chunk, so

@@ -169,8 +169,8 @@ func init() { registerDecoder(kindLoading, decodeLoading) }
 // that the chunks not in are zero and marks the filter as being loaded; Decode
 // then tallies the payload (checkDecoded).
 func decodeLoading(params []byte) (Filter, []int, func([]paged) error, error) {
-	r := paramReader{b: params}
-	if v := r.byte(); r.err == nil && v != loadingParamVersion {
+	r := newParamReader(params)
+	if v := r.byte(); r.Err() == nil && v != loadingParamVersion {
 		return nil, nil, nil, fmt.Errorf("%w: loading params version %d", ErrVersion, v)
 	}
 	kind := Kind(r.byte())

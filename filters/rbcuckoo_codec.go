@@ -150,8 +150,8 @@ func init() { registerDecoder(KindRBCuckoo, decodeRBCuckoo) }
 // The payload may hold any bytes but in the padding after a sub-filter's last
 // bucket, which is zero (lanesOf) so that one filter has one encoding.
 func decodeRBCuckoo(params []byte) (Filter, []int, func([]paged) error, error) {
-	r := paramReader{b: params}
-	if v := r.byte(); r.err == nil && v != rbcParamVersion {
+	r := newParamReader(params)
+	if v := r.byte(); r.Err() == nil && v != rbcParamVersion {
 		return nil, nil, nil, fmt.Errorf("%w: redisbloom cuckoo params version %d", ErrVersion, v)
 	}
 	nb, bs, maxIter, expansion, filters := r.uint(), r.uint(), r.uint(), r.uint(), r.uint()

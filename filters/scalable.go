@@ -279,8 +279,8 @@ func init() { registerDecoder(KindScalable, decodeScalable) }
 // decodeScalable parses a Scalable's params: its own, then each sub-filter's shape
 // as a Bloom's params hold it, range-checked the same way.
 func decodeScalable(params []byte) (Filter, []int, func([]paged) error, error) {
-	r := paramReader{b: params}
-	if v := r.byte(); r.err == nil && v != scalableParamVersion {
+	r := newParamReader(params)
+	if v := r.byte(); r.Err() == nil && v != scalableParamVersion {
 		return nil, nil, nil, fmt.Errorf("%w: scalable params version %d", ErrVersion, v)
 	}
 	s := &Scalable{rate: r.rate()}
@@ -291,17 +291,17 @@ func decodeScalable(params []byte) (Filter, []int, func([]paged) error, error) {
 		maxFilters = 1
 	}
 	nf := r.uintIn("sub-filters", 1, maxFilters)
-	if r.err == nil && s.expansion == 0 && !s.nonScaling {
-		r.fail("expansion 0 on a scaling filter")
+	if r.Err() == nil && s.expansion == 0 && !s.nonScaling {
+		r.Fail("expansion 0 on a scaling filter")
 	}
-	if r.err != nil {
+	if r.Err() != nil {
 		// uintIn returns the value it read even when out of range; it must not
 		// size anything.
-		return nil, nil, nil, r.err
+		return nil, nil, nil, r.Err()
 	}
 	lens := make([]int, 0, nf)
-	for i := uint64(0); i < nf && r.err == nil; i++ {
-		f := readBloomShape(&r)
+	for i := uint64(0); i < nf && r.Err() == nil; i++ {
+		f := readBloomShape(r)
 		s.filters = append(s.filters, f)
 		lens = append(lens, int(f.m/64))
 	}

@@ -88,7 +88,7 @@ func TestScalableNonScaling(t *testing.T) {
 				t.Fatalf("Add with %d of 50 items: %v", s.Count(), err)
 			}
 		}
-		before := bfEncode(t, s)
+		before := encodeOf(t, s)
 		for j := range uint64(20) {
 			isNew, err := s.Add(bfItem(i + j))
 			if isNew || err != nil && !errors.Is(err, ErrFull) || err == nil && !s.Test(bfItem(i+j)) {
@@ -99,7 +99,7 @@ func TestScalableNonScaling(t *testing.T) {
 		if isNew, err := s.Add(bfItem(0)); isNew || err != nil {
 			t.Fatalf("Add of a present item to a full filter: %v, %v", isNew, err)
 		}
-		if !bytes.Equal(before, bfEncode(t, s)) || s.Filters() != 1 || s.Count() != s.Capacity() {
+		if !bytes.Equal(before, encodeOf(t, s)) || s.Filters() != 1 || s.Count() != s.Capacity() {
 			t.Fatal("a full non-scaling filter changed")
 		}
 	}
@@ -122,12 +122,12 @@ func TestScalableCannotGrow(t *testing.T) {
 		for _, f := range s.filters {
 			f.count = f.capacity
 		}
-		before := bfEncode(t, s)
+		before := encodeOf(t, s)
 		if _, err := s.Add([]byte("one more")); !errors.Is(err, ErrFull) {
 			t.Errorf("%s: Add = %v, want ErrFull", name, err)
 		}
-		if s.NextGrowthBytes() != 0 || !bytes.Equal(before, bfEncode(t, s)) {
-			t.Errorf("%s: NextGrowthBytes %d; changed %v", name, s.NextGrowthBytes(), !bytes.Equal(before, bfEncode(t, s)))
+		if s.NextGrowthBytes() != 0 || !bytes.Equal(before, encodeOf(t, s)) {
+			t.Errorf("%s: NextGrowthBytes %d; changed %v", name, s.NextGrowthBytes(), !bytes.Equal(before, encodeOf(t, s)))
 		}
 	}
 }
@@ -186,12 +186,12 @@ func TestScalableModel(t *testing.T) {
 				}
 				var before []byte
 				if s.NonScaling() && s.Count() >= s.Capacity() {
-					before = bfEncode(t, s)
+					before = encodeOf(t, s)
 				}
 				isNew, err := s.Add(bfItem(i))
 				switch {
 				case err != nil:
-					if !errors.Is(err, ErrFull) || present[i] || !bytes.Equal(before, bfEncode(t, s)) {
+					if !errors.Is(err, ErrFull) || present[i] || !bytes.Equal(before, encodeOf(t, s)) {
 						t.Fatalf("op %d: Add(%d) = %v; present %v", op, i, err, present[i])
 					}
 					refused++
@@ -273,12 +273,12 @@ func TestScalableCloneAndDeterminism(t *testing.T) {
 	a, b := mustNewScalable(t, 100, 0.01, 2, false), mustNewScalable(t, 100, 0.01, 2, false)
 	scOps(a, 3, 1000)
 	scOps(b, 3, 1000)
-	if !bytes.Equal(bfEncode(t, a), bfEncode(t, b)) || a.Filters() < 3 {
+	if !bytes.Equal(encodeOf(t, a), encodeOf(t, b)) || a.Filters() < 3 {
 		t.Fatalf("the same adds gave different encodings (%d sub-filters)", a.Filters())
 	}
 	c := a.Clone()
 	scOps(c, 4, 1000) // grows the clone's chain too
-	if bytes.Equal(bfEncode(t, a), bfEncode(t, c)) || !bytes.Equal(bfEncode(t, a), bfEncode(t, b)) {
+	if bytes.Equal(encodeOf(t, a), encodeOf(t, c)) || !bytes.Equal(encodeOf(t, a), encodeOf(t, b)) {
 		t.Fatal("Clone shares state with the original")
 	}
 }
@@ -293,8 +293,8 @@ func TestScalableGolden(t *testing.T) {
 	if scaling.Filters() != 4 || fixed.Count() != 30 {
 		t.Fatalf("golden filters: %d sub-filters, non-scaling count %d", scaling.Filters(), fixed.Count())
 	}
-	lines := bfHexLines("# NewScalable(50, 0.01, 2, false), items 0..399", bfEncode(t, scaling))
-	lines = append(lines, bfHexLines("# NewScalable(30, 0.001, 0, false), items 0..399 (30 taken)", bfEncode(t, fixed))...)
+	lines := bfHexLines("# NewScalable(50, 0.01, 2, false), items 0..399", encodeOf(t, scaling))
+	lines = append(lines, bfHexLines("# NewScalable(30, 0.001, 0, false), items 0..399 (30 taken)", encodeOf(t, fixed))...)
 	bfGolden(t, "scalable.hex", lines, *updateScalable)
 }
 
@@ -308,7 +308,7 @@ func TestScalableRoundTrip(t *testing.T) {
 	fixed := mustNewScalable(t, 10, 0.1, 2, true)
 	scOps(fixed, 9, 200)
 	for _, s := range []*Scalable{big, small, fixed} {
-		enc := bfEncode(t, s)
+		enc := encodeOf(t, s)
 		f, err := Decode(bytes.NewReader(enc))
 		if err != nil || !reflect.DeepEqual(f, s) {
 			t.Fatalf("Decode = %v; equal %v", err, reflect.DeepEqual(f, s))
@@ -317,7 +317,7 @@ func TestScalableRoundTrip(t *testing.T) {
 		if n, err := r.ReadFrom(bytes.NewReader(enc)); err != nil || n != int64(len(enc)) || !reflect.DeepEqual(&r, s) {
 			t.Fatalf("ReadFrom = %d, %v (encoding is %d bytes)", n, err, len(enc))
 		}
-		g := bfDumpRoundTrip(t, s).(*Scalable)
+		g := dumpRoundTrip(t, s).(*Scalable)
 		if g.Count() != s.Count() || g.Filters() != s.Filters() {
 			t.Fatal("filter loaded from chunks differs")
 		}
@@ -329,7 +329,7 @@ func TestScalableRoundTrip(t *testing.T) {
 		}
 	}
 	var r Scalable
-	if _, err := r.ReadFrom(bytes.NewReader(bfEncode(t, mustNewBloom(t, 10, 0.1)))); !errors.Is(err, ErrWrongKind) {
+	if _, err := r.ReadFrom(bytes.NewReader(encodeOf(t, mustNewBloom(t, 10, 0.1)))); !errors.Is(err, ErrWrongKind) {
 		t.Fatalf("ReadFrom of a Bloom: %v, want ErrWrongKind", err)
 	}
 }
@@ -387,7 +387,7 @@ func TestScalableDecodeErrors(t *testing.T) {
 			f.(*Scalable).Add([]byte("usable"))
 		}
 	}
-	enc := bfEncode(t, s)
+	enc := encodeOf(t, s)
 	for n := range len(enc) {
 		if _, err := Decode(bytes.NewReader(enc[:n])); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("truncated to %d bytes: error %v, want ErrCorrupt", n, err)
@@ -403,7 +403,7 @@ func FuzzDecodeScalable(f *testing.F) {
 	fixed := mustNewScalable(f, 20, 0.01, 0, false)
 	scOps(fixed, 2, 30)
 	for _, s := range []*Scalable{scaling, fixed} {
-		enc := bfEncode(f, s)
+		enc := encodeOf(f, s)
 		var pay []byte
 		for _, w := range s.payload() {
 			pay = append(pay, bfBytes(w.slice())...)

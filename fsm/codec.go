@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/rookerydb/rookery/filters"
+	"github.com/rookerydb/rookery/internal/wire"
 )
 
 // A log entry is [Type][CodecVersion][payload], and from version 2 on a CRC-32C
@@ -260,7 +261,7 @@ func decodeEntry(data []byte, max byte) (Type, []*Command, error) {
 	if err != nil {
 		return t, nil, err
 	}
-	d := decoder{b: payload, v: data[1], max: max}
+	d := newDecoder(payload, data[1], max)
 	var cs []*Command
 	switch t {
 	case TypeNoop:
@@ -272,20 +273,20 @@ func decodeEntry(data []byte, max byte) (Type, []*Command, error) {
 		c := d.command()
 		cs = []*Command{c}
 	case TypeBatch:
-		n := d.count()
+		n := d.Count()
 		cs = make([]*Command, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			size := d.count()
-			sub := decoder{b: d.bytes(size), v: d.v, max: max}
-			if d.err != nil {
+		for i := 0; i < n && d.Err() == nil; i++ {
+			size := d.Count()
+			sub := newDecoder(d.Bytes(size), d.v, max)
+			if d.Err() != nil {
 				break
 			}
 			c := sub.command()
-			if sub.err == nil && len(sub.b) != 0 {
-				sub.fail("trailing bytes in a batched command")
+			if sub.Err() == nil && len(sub.B) != 0 {
+				sub.Fail("trailing bytes in a batched command")
 			}
-			if sub.err != nil {
-				d.err = sub.err
+			if sub.Err() != nil {
+				d.SetErr(sub.Err())
 				break
 			}
 			cs = append(cs, c)
@@ -299,11 +300,11 @@ func decodeEntry(data []byte, max byte) (Type, []*Command, error) {
 		}
 		return t, nil, fmt.Errorf("%w: unknown entry type %d", ErrCorrupt, t)
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("trailing bytes")
+	if d.Err() == nil && len(d.B) != 0 {
+		d.Fail("trailing bytes")
 	}
-	if d.err != nil {
-		return t, nil, d.err
+	if d.Err() != nil {
+		return t, nil, d.Err()
 	}
 	return t, cs, nil
 }
@@ -410,21 +411,21 @@ func appendString(b []byte, s string) []byte {
 }
 
 // decoder reads a payload; the first error sticks and later reads return zero
-// values.
+// values (wire.Reader, failing with ErrCorrupt).
 type decoder struct {
-	b   []byte
-	err error
+	wire.Reader
 	v   byte // the entry's log format
 	max byte // the highest log format the node reads
+}
+
+func newDecoder(b []byte, v, max byte) *decoder {
+	return &decoder{Reader: wire.Reader{B: b, Corrupt: ErrCorrupt}, v: v, max: max}
 }
 
 // newer fails with a *FormatError: the entry is intact (its checksum matched)
 // but holds what only a newer build knows.
 func (d *decoder) newer(what string) {
-	if d.err == nil {
-		d.err = &FormatError{Format: d.v, Max: d.max, What: what}
-	}
-	d.b = nil
+	d.SetErr(&FormatError{Format: d.v, Max: d.max, What: what})
 }
 
 // unknown fails on what this build does not know: a newer build's, if the
@@ -433,86 +434,28 @@ func (d *decoder) unknown(what string) {
 	if d.v >= CodecV2 {
 		d.newer(what)
 	} else {
-		d.fail(what)
+		d.Fail(what)
 	}
-}
-
-func (d *decoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s", ErrCorrupt, what)
-	}
-	d.b = nil
-}
-
-func (d *decoder) byte() byte {
-	if len(d.b) < 1 {
-		d.fail("short input")
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
-	return v
-}
-
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// count reads a length or element count; it can never exceed the bytes left,
-// since every element takes at least one byte.
-func (d *decoder) count() int {
-	v := d.uvarint()
-	if v > uint64(len(d.b)) {
-		d.fail("count past the end of the input")
-		return 0
-	}
-	return int(v)
-}
-
-func (d *decoder) bytes(n int) []byte {
-	if n > len(d.b) {
-		d.fail("short input")
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
 }
 
 func (d *decoder) uint16() uint16 {
-	v := d.uvarint()
+	v := d.Uvarint()
 	if v > math.MaxUint16 {
-		d.fail("value out of range")
+		d.Fail("value out of range")
 	}
 	return uint16(v)
 }
 
 func (d *decoder) command() *Command {
 	c := &Command{}
-	c.Op = Op(d.byte())
-	c.Family = Family(d.byte())
-	flags := d.byte()
-	if d.err != nil {
+	c.Op = Op(d.Byte())
+	c.Family = Family(d.Byte())
+	flags := d.Byte()
+	if d.Err() != nil {
 		return nil
 	}
 	if c.Op == 0 {
-		d.fail("op 0")
+		d.Fail("op 0")
 		return nil
 	}
 	if c.Op > lastOp || opCodec(c.Op) > d.max {
@@ -532,61 +475,61 @@ func (d *decoder) command() *Command {
 	c.NoCreate = flags&flagNoCreate != 0
 	c.NX = flags&flagNX != 0
 	c.Multi = flags&flagMulti != 0
-	c.Key = string(d.bytes(d.count()))
-	c.Time = d.varint()
+	c.Key = string(d.Bytes(d.Count()))
+	c.Time = d.Varint()
 	if flags&flagSession != 0 {
-		c.Session.ClientID = d.uvarint()
-		c.Session.Seq = d.uvarint()
+		c.Session.ClientID = d.Uvarint()
+		c.Session.Seq = d.Uvarint()
 	}
 	if flags&flagSpec != 0 {
 		s := &c.Spec
-		s.Kind = filters.Kind(d.byte())
-		s.Capacity = d.uvarint()
-		rate := d.bytes(8)
+		s.Kind = filters.Kind(d.Byte())
+		s.Capacity = d.Uvarint()
+		rate := d.Bytes(8)
 		if len(rate) == 8 {
 			s.ErrorRate = math.Float64frombits(binary.LittleEndian.Uint64(rate))
 		}
-		exp := d.uvarint()
+		exp := d.Uvarint()
 		if exp > math.MaxUint32 {
-			d.fail("expansion out of range")
+			d.Fail("expansion out of range")
 		}
 		s.Expansion = uint32(exp)
 		s.BucketSize = d.uint16()
 		s.MaxIterations = d.uint16()
-		s.FingerprintBits = d.byte()
-		s.CounterBits = d.byte()
+		s.FingerprintBits = d.Byte()
+		s.CounterBits = d.Byte()
 		s.NonScaling = flags&flagNonScaling != 0
 	} else if flags&flagNonScaling != 0 {
-		d.fail("nonscaling flag without a spec")
+		d.Fail("nonscaling flag without a spec")
 	}
-	if n := d.count(); n > 0 {
+	if n := d.Count(); n > 0 {
 		c.Keys = make([]string, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			c.Keys = append(c.Keys, string(d.bytes(d.count())))
+		for i := 0; i < n && d.Err() == nil; i++ {
+			c.Keys = append(c.Keys, string(d.Bytes(d.Count())))
 		}
 	}
-	if n := d.count(); n > 0 {
+	if n := d.Count(); n > 0 {
 		c.Items = make([][]byte, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			c.Items = append(c.Items, d.bytes(d.count()))
+		for i := 0; i < n && d.Err() == nil; i++ {
+			c.Items = append(c.Items, d.Bytes(d.Count()))
 		}
 	}
 	if flags&flagChunk != 0 {
-		c.Iter = d.varint()
-		c.Data = d.bytes(d.count())
+		c.Iter = d.Varint()
+		c.Data = d.Bytes(d.Count())
 	}
 	expire := false
 	if d.v >= CodecV3 {
 		expire = d.fields(c)
 	}
 	switch {
-	case d.err != nil:
+	case d.Err() != nil:
 	case c.Op == OpExpire && !expire:
-		d.fail("expire without its expire field")
+		d.Fail("expire without its expire field")
 	case c.Op != OpExpire && expire:
-		d.fail(fmt.Sprintf("expire field on op %d", c.Op))
+		d.Fail(fmt.Sprintf("expire field on op %d", c.Op))
 	}
-	if d.err != nil {
+	if d.Err() != nil {
 		return nil
 	}
 	return c
@@ -596,17 +539,17 @@ func (d *decoder) command() *Command {
 // that may be ignored and refuses the entry at one that may not. It reports
 // whether the expire field was there.
 func (d *decoder) fields(c *Command) (expire bool) {
-	n := d.count()
+	n := d.Count()
 	var last uint64
-	for i := 0; i < n && d.err == nil; i++ {
-		key := d.uvarint()
-		val := d.bytes(d.count())
-		if d.err != nil {
+	for i := 0; i < n && d.Err() == nil; i++ {
+		key := d.Uvarint()
+		val := d.Bytes(d.Count())
+		if d.Err() != nil {
 			return false
 		}
 		tag := key >> 1
 		if i > 0 && tag <= last {
-			d.fail("fields out of order")
+			d.Fail("fields out of order")
 			return false
 		}
 		last = tag
@@ -631,14 +574,14 @@ func (d *decoder) fields(c *Command) (expire bool) {
 
 // expireField decodes the expire field's value into c.
 func (d *decoder) expireField(c *Command, val []byte) {
-	f := decoder{b: val, v: d.v, max: d.max}
-	cond := f.byte()
-	c.Expire = f.varint()
+	f := newDecoder(val, d.v, d.max)
+	cond := f.Byte()
+	c.Expire = f.Varint()
 	switch {
-	case f.err != nil:
-		d.fail("bad expire field")
-	case len(f.b) != 0:
-		d.fail("trailing bytes in the expire field")
+	case f.Err() != nil:
+		d.Fail("bad expire field")
+	case len(f.B) != 0:
+		d.Fail("trailing bytes in the expire field")
 	case cond&^(expireCondKnown|expireAbsolute) != 0:
 		d.unknown(fmt.Sprintf("unknown expire conditions %#x", cond))
 	}
@@ -650,7 +593,7 @@ func (d *decoder) expireField(c *Command, val []byte) {
 func (d *decoder) maxFiltersField(c *Command, must bool, val []byte) {
 	v, n := binary.Uvarint(val)
 	if !must || n != len(val) || v == 0 || v > math.MaxUint16 {
-		d.fail("bad max filters field")
+		d.Fail("bad max filters field")
 		return
 	}
 	c.MaxFilters = uint32(v)
@@ -696,12 +639,12 @@ func EncodeResult(r *Result) []byte {
 
 // DecodeResult decodes what EncodeResult produced.
 func DecodeResult(data []byte) (*Result, error) {
-	d := decoder{b: data}
-	code := d.byte()
-	flags := d.byte()
-	n := d.count()
-	if d.err != nil {
-		return nil, d.err
+	d := newDecoder(data, 0, 0)
+	code := d.Byte()
+	flags := d.Byte()
+	n := d.Count()
+	if d.Err() != nil {
+		return nil, d.Err()
 	}
 	if int(code) >= len(resultErrs) {
 		return nil, fmt.Errorf("%w: unknown result code %d", ErrCorrupt, code)
@@ -712,15 +655,15 @@ func DecodeResult(data []byte) (*Result, error) {
 	r := &Result{Err: resultErrs[code], Stopped: flags&resultStopped != 0}
 	if n > 0 {
 		r.Ints = make([]int64, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			r.Ints = append(r.Ints, d.varint())
+		for i := 0; i < n && d.Err() == nil; i++ {
+			r.Ints = append(r.Ints, d.Varint())
 		}
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("trailing bytes")
+	if d.Err() == nil && len(d.B) != 0 {
+		d.Fail("trailing bytes")
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err() != nil {
+		return nil, d.Err()
 	}
 	return r, nil
 }

@@ -94,6 +94,50 @@ func TestExpireFieldRefusesDamage(t *testing.T) {
 	}
 }
 
+// TestCodecGoldenV4 pins log format 4 (RENAME, FLUSHALL, CF.COMPACT) as
+// TestCodecGolden pins the others.
+func TestCodecGoldenV4(t *testing.T) {
+	path := filepath.Join("testdata", "codec_golden_v4.txt")
+	v4 := []*Command{
+		{Op: OpRename, Key: "from", Keys: []string{"to"}, Time: 1700000000123456789},
+		{Op: OpRename, Key: "a", Keys: []string{"b"}, NX: true, Session: Session{ClientID: 7, Seq: 2}},
+		{Op: OpFlush, Time: 5},
+		{Op: OpCompact, Family: FamilyCF, Key: "coupons"},
+	}
+	cs := append(sampleCommands(), v4...)
+	var b strings.Builder
+	for _, c := range cs {
+		b.WriteString(hex.EncodeToString(EncodeCommandVersion(c, CodecV4)) + "\n")
+	}
+	b.WriteString(hex.EncodeToString(EncodeBatchVersion(v4, CodecV4)) + "\n")
+	if os.Getenv("ROOKERY_UPDATE_GOLDEN") != "" {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with ROOKERY_UPDATE_GOLDEN=1 once to create it)", err)
+	}
+	if string(want) != b.String() {
+		t.Fatalf("version 4 log encoding changed:\n got %s\nwant %s", b.String(), want)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(want)), "\n") {
+		e, _ := hex.DecodeString(line)
+		_, got, err := DecodeEntry(e)
+		if err != nil {
+			t.Fatalf("golden entry %d: %v", i, err)
+		}
+		if i == len(cs) {
+			if len(got) != len(v4) {
+				t.Fatalf("golden batch decodes as %d commands, want %d", len(got), len(v4))
+			}
+		} else if i >= len(sampleCommands()) && !reflect.DeepEqual(normalize(got[0]), normalize(cs[i])) {
+			t.Fatalf("golden entry %d decodes as %+v, want %+v", i, got[0], cs[i])
+		}
+	}
+}
+
 // TestCodecGoldenV5 pins log format 5 as TestCodecGolden pins the others.
 func TestCodecGoldenV5(t *testing.T) {
 	path := filepath.Join("testdata", "codec_golden_v5.txt")

@@ -82,11 +82,21 @@ func (e membershipExec) do(a action) bool {
 			e.log.Warn("update member address", "id", a.ID, "err", err)
 			return false
 		}
+	case actTransfer:
+		e.log.Info("handing leadership over", "to", a.ID)
+		if err := e.r.LeadershipTransferToServer(id, raft.ServerAddress(a.Addr)).Error(); err != nil {
+			e.log.Warn("leadership transfer", "to", a.ID, "err", err)
+			return false
+		}
 	case actRemove:
-		e.log.Info("removing dead member", "id", a.ID, "dead_for", a.Dead.Round(time.Second),
-			"raft_unreached_for", a.Unreached.Round(time.Second))
+		if a.Dead > 0 || a.Unreached > 0 {
+			e.log.Info("removing dead member", "id", a.ID, "dead_for", a.Dead.Round(time.Second),
+				"raft_unreached_for", a.Unreached.Round(time.Second))
+		} else {
+			e.log.Info("removing a member the map no longer places here", "id", a.ID)
+		}
 		if err := e.r.RemoveServer(id, 0, e.timeout).Error(); err != nil {
-			e.log.Warn("remove dead member", "id", a.ID, "err", err)
+			e.log.Warn("remove member", "id", a.ID, "err", err)
 			return false
 		}
 		e.forget(a.ID)

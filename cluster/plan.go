@@ -62,6 +62,8 @@ const (
 	actTellRemoved
 	// actWarn says why the planner did not act (at most once a minute per Key).
 	actWarn
+	// actTransfer hands leadership of the group to voter ID at Addr.
+	actTransfer
 )
 
 // action is one step of a membership plan.

@@ -1,0 +1,87 @@
+package fsm
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/rookerydb/rookery/internal/slot"
+)
+
+// sampleMap is six shards of three replicas on six nodes.
+func sampleMap() *Map {
+	m := &Map{Version: 3, Replicas: 3, Draining: []string{"n6"}}
+	nodes := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	for i, r := range slot.Ranges(6) {
+		g := MapGroup{First: r.First, Last: r.Last, Creator: "n1", Created: i%2 == 0}
+		for j := 0; j < 3; j++ {
+			g.Replicas = append(g.Replicas, nodes[(i*3+j)%6])
+		}
+		g.Leader = g.Replicas[1]
+		m.Groups = append(m.Groups, g)
+	}
+	return m
+}
+
+func TestMapRoundTrip(t *testing.T) {
+	m := sampleMap()
+	got, err := DecodeMap(EncodeMap(m))
+	if err != nil || !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip: %v\n got %+v\nwant %+v", err, got, m)
+	}
+	if c := m.Clone(); !reflect.DeepEqual(c, m) || &c.Groups[0].Replicas[0] == &m.Groups[0].Replicas[0] {
+		t.Fatal("Clone is not a deep copy")
+	}
+	for s, want := range map[int]int{0: 0, 2730: 1, slot.Count - 1: 5} {
+		if got := m.ShardOf(s); got != want {
+			t.Errorf("slot %d in shard %d, want %d", s, got, want)
+		}
+	}
+}
+
+// TestMapCheck: a map a cluster could not run on is refused, whatever sent it.
+func TestMapCheck(t *testing.T) {
+	for name, change := range map[string]func(m *Map){
+		"version 0":             func(m *Map) { m.Version = 0 },
+		"no replicas":           func(m *Map) { m.Replicas = 0 },
+		"no shards":             func(m *Map) { m.Groups = nil },
+		"a gap in the slots":    func(m *Map) { m.Groups[1].First++ },
+		"slots past the end":    func(m *Map) { m.Groups[5].Last = slot.Count },
+		"slots left over":       func(m *Map) { m.Groups[5].Last-- },
+		"a node twice":          func(m *Map) { m.Groups[0].Replicas[1] = m.Groups[0].Replicas[0] },
+		"an empty node id":      func(m *Map) { m.Groups[2].Replicas[0] = "" },
+		"a leader elsewhere":    func(m *Map) { m.Groups[3].Leader = "n9" },
+		"draining out of order": func(m *Map) { m.Draining = []string{"n2", "n1"} },
+	} {
+		m := sampleMap()
+		change(m)
+		if err := m.Check(); !errors.Is(err, ErrBadMap) {
+			t.Errorf("%s: %v", name, err)
+		}
+		if _, err := DecodeMap(EncodeMap(m)); !errors.Is(err, ErrBadMap) {
+			t.Errorf("%s decoded: %v", name, err)
+		}
+	}
+}
+
+func FuzzDecodeMap(f *testing.F) {
+	f.Add(EncodeMap(sampleMap()))
+	one := &Map{Version: 1, Replicas: 1, Groups: []MapGroup{{First: 0, Last: slot.Count - 1, Replicas: []string{"a"}}}}
+	f.Add(EncodeMap(one))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := DecodeMap(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadMap) {
+				t.Fatalf("error not ErrBadMap: %v", err)
+			}
+			return
+		}
+		if err := m.Check(); err != nil {
+			t.Fatalf("decoded a map that fails its check: %v", err)
+		}
+		again, err := DecodeMap(EncodeMap(m))
+		if err != nil || !reflect.DeepEqual(again, m) {
+			t.Fatalf("re-encoding changed it: %v", err)
+		}
+	})
+}

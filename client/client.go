@@ -218,7 +218,9 @@ func (c *Client) node(addr string) *node {
 }
 
 // refresh asks the known nodes, in turn, for the cluster's members and leader
-// (CLUSTER NODES). It fails, wrapping ErrUnavailable, if none answers.
+// (CLUSTER MEMBERS; CLUSTER NODES of a node of a build before it, which
+// answered there in the same form). It fails, wrapping ErrUnavailable, if none
+// answers.
 func (c *Client) refresh(ctx context.Context) error {
 	c.mu.Lock()
 	addrs := append([]string(nil), c.order...)
@@ -226,10 +228,7 @@ func (c *Client) refresh(ctx context.Context) error {
 	var errs nodeErrors
 	for _, a := range addrs {
 		n := c.node(a)
-		r := &request{args: []string{"CLUSTER", "NODES"}}
-		outs := make([]outcome, 1)
-		n.lin.exchange(ctx, []*request{r}, outs)
-		o := outs[0]
+		o := c.members(ctx, n)
 		auth := false
 		switch {
 		case o.err != nil:
@@ -239,7 +238,7 @@ func (c *Client) refresh(ctx context.Context) error {
 			o.err = serverErr(o.rep.str)
 			auth = errors.Is(o.err, ErrAuth)
 		case o.rep.kind != '$':
-			o.err = fmt.Errorf("CLUSTER NODES answered %s", unexpected(o.rep))
+			o.err = fmt.Errorf("CLUSTER MEMBERS answered %s", unexpected(o.rep))
 		}
 		if o.err != nil {
 			ne := &NodeError{Addr: a, Err: o.err}
@@ -252,10 +251,21 @@ func (c *Client) refresh(ctx context.Context) error {
 		c.learn(o.rep.str)
 		return nil
 	}
-	return &callError{class: ErrUnavailable, cmd: "CLUSTER NODES", cause: errs}
+	return &callError{class: ErrUnavailable, cmd: "CLUSTER MEMBERS", cause: errs}
 }
 
-// learn takes in CLUSTER NODES: one line per node, "id resp http raft role
+// members asks n for CLUSTER MEMBERS, or CLUSTER NODES if n is of a build
+// that does not know it.
+func (c *Client) members(ctx context.Context, n *node) outcome {
+	outs := make([]outcome, 1)
+	n.lin.exchange(ctx, []*request{{args: []string{"CLUSTER", "MEMBERS"}}}, outs)
+	if o := outs[0]; o.err == nil && o.rep.isError() && strings.Contains(strings.ToLower(o.rep.str), "unknown subcommand") {
+		n.lin.exchange(ctx, []*request{{args: []string{"CLUSTER", "NODES"}}}, outs)
+	}
+	return outs[0]
+}
+
+// learn takes in CLUSTER MEMBERS: one line per node, "id resp http raft role
 // voter|nonvoter health".
 func (c *Client) learn(lines string) {
 	leader := ""

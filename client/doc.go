@@ -12,7 +12,7 @@
 // # Connecting
 //
 // New takes the RESP addresses of some nodes, learns the others and the leader
-// from them (CLUSTER NODES, re-read every RefreshInterval and after a failure),
+// from them (CLUSTER MEMBERS, re-read every RefreshInterval and after a failure),
 // and fails only if none answers. Options.Password is sent with AUTH on every
 // connection; Options.TLS, or Options.CAFile (with CertFile and KeyFile for
 // --tls-client-auth), reaches nodes started with --resp-tls.

@@ -18,14 +18,20 @@ import (
 type fakeNode struct {
 	ln net.Listener
 	wg sync.WaitGroup
+	// legacy: a node of a build before CLUSTER MEMBERS, whose CLUSTER NODES
+	// answered members one per line.
+	legacy bool
+	asked  sync.Map // subcommand of CLUSTER -> true
 }
 
-func startFake(tb testing.TB) *fakeNode {
+func startFake(tb testing.TB) *fakeNode { return startFakeNode(tb, false) }
+
+func startFakeNode(tb testing.TB, legacy bool) *fakeNode {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	f := &fakeNode{ln: ln}
+	f := &fakeNode{ln: ln, legacy: legacy}
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
@@ -58,6 +64,12 @@ func (f *fakeNode) serve(c net.Conn) {
 		}
 		switch strings.ToUpper(args[0].str) {
 		case "CLUSTER":
+			sub := strings.ToUpper(args[1].str)
+			f.asked.Store(sub, true)
+			if f.legacy && sub == "MEMBERS" {
+				bw.WriteString("-ERR unknown subcommand 'members'. Try CLUSTER HELP.\r\n")
+				break
+			}
 			line := fmt.Sprintf("n1 %s - - leader voter alive\n", f.ln.Addr())
 			fmt.Fprintf(bw, "$%d\r\n%s\r\n", len(line), line)
 		case "BF.MADD":
@@ -73,6 +85,26 @@ func (f *fakeNode) serve(c net.Conn) {
 				return
 			}
 		}
+	}
+}
+
+// TestLearnsMembersFromEitherBuild: the client learns the leader from CLUSTER
+// MEMBERS, and from CLUSTER NODES of a node of a build before MEMBERS.
+func TestLearnsMembersFromEitherBuild(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		f := startFakeNode(t, legacy)
+		c, err := New(context.Background(), Options{Addrs: []string{f.ln.Addr().String()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		leader := c.leader
+		c.mu.Unlock()
+		_, askedNodes := f.asked.Load("NODES")
+		if leader != f.ln.Addr().String() || askedNodes != legacy {
+			t.Errorf("legacy %v: leader %q, asked CLUSTER NODES %v", legacy, leader, askedNodes)
+		}
+		c.Close()
 	}
 }
 

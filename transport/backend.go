@@ -22,8 +22,11 @@ type Backend interface {
 	FSM() *fsm.FSM
 	// Status is the node's view of itself (ROLE, INFO, /v1/status).
 	Status() cluster.Status
-	// Nodes lists the cluster's members (CLUSTER NODES, /v1/nodes).
+	// Nodes lists the cluster's members (CLUSTER MEMBERS and NODES, /v1/nodes).
 	Nodes() []cluster.NodeInfo
+	// Shards lists the cluster's shards with their slots, replicas and leaders
+	// (CLUSTER SLOTS, SHARDS, NODES and INFO).
+	Shards() []cluster.ShardInfo
 	// Leave removes this node from the cluster for good (POST /v1/leave).
 	Leave(ctx context.Context) error
 	// Ready reports whether the node has a leader and has caught up (/readyz).

@@ -2,7 +2,7 @@ package transport
 
 // Documentation of the keyspace, connection, server and cluster commands, in
 // Redis's groups and with the Redis release each appeared in; rookery's own
-// (IDEM, and what ROLE and CLUSTER NODES answer) say so.
+// (IDEM, and what ROLE and CLUSTER MEMBERS answer) say so.
 
 func doc(group, since, complexity, summary string, args ...argDoc) *cmdDoc {
 	return &cmdDoc{summary: summary, since: since, group: group, complexity: complexity, args: args}
@@ -101,12 +101,18 @@ var serverDocs = map[string]*cmdDoc{
 	"memory|help": doc("server", "4.0.0", "O(1)", "Returns help on MEMORY's subcommands"),
 
 	// Cluster (rookery's answers under Redis's names).
-	"readonly":      doc("cluster", "3.0.0", "O(1)", "Lets this connection read the node's local state (stale reads)"),
-	"readwrite":     doc("cluster", "3.0.0", "O(1)", "Returns this connection to linearizable reads"),
-	"role":          doc("server", "2.8.12", "O(1)", "Returns the node's Raft role, leader, term and indexes (rookery's form)"),
-	"cluster":       doc("cluster", "3.0.0", "Depends on subcommand.", "A container for cluster commands"),
-	"cluster|nodes": doc("cluster", "3.0.0", "O(N), where N is the number of nodes", "Lists the cluster's nodes (rookery's form)"),
-	"cluster|help":  doc("cluster", "5.0.0", "O(1)", "Returns help on CLUSTER's subcommands"),
+	"readonly":        doc("cluster", "3.0.0", "O(1)", "Lets this connection read the node's local state (stale reads)"),
+	"readwrite":       doc("cluster", "3.0.0", "O(1)", "Returns this connection to linearizable reads"),
+	"role":            doc("server", "2.8.12", "O(1)", "Returns the node's Raft role, leader, term and indexes (rookery's form)"),
+	"cluster":         doc("cluster", "3.0.0", "Depends on subcommand.", "A container for cluster commands"),
+	"cluster|nodes":   doc("cluster", "3.0.0", "O(N), where N is the number of nodes", "Returns the cluster's nodes in Redis Cluster's format"),
+	"cluster|members": doc("cluster", "0.3.0", "O(N), where N is the number of nodes", "Lists the cluster's members, one per line (rookery's own)"),
+	"cluster|slots":   doc("cluster", "3.0.0", "O(N), where N is the number of shards", "Returns each slot range with its master and replicas"),
+	"cluster|shards":  doc("cluster", "7.0.0", "O(N), where N is the number of shards", "Returns each shard's slot ranges and nodes"),
+	"cluster|keyslot": doc("cluster", "3.0.0", "O(N), where N is the number of bytes in the key", "Returns the hash slot of a key", str("key")),
+	"cluster|info":    doc("cluster", "3.0.0", "O(1)", "Returns the state of the cluster"),
+	"cluster|myid":    doc("cluster", "3.0.0", "O(1)", "Returns this node's id"),
+	"cluster|help":    doc("cluster", "5.0.0", "O(1)", "Returns help on CLUSTER's subcommands"),
 	"idem": doc("generic", "0.1.0", "Depends on the command", "Runs a write at most once for a client id and sequence number (rookery's own)",
 		integer("client-id"), integer("seq"), str("command"), opt(many(str("arg")))),
 }

@@ -14,8 +14,14 @@ func clusterCommands() []*command {
 		{name: "readwrite", arity: 1, flags: flagsConn, parse: parseReadWrite},
 		{name: "role", arity: 1, flags: flagsConn, parse: parseRole},
 		{name: "cluster", arity: -2, flags: flagsAdminish, subs: []*command{
+			{name: "slots", arity: 2, flags: flagsAdminish, parse: parseClusterSlots},
+			{name: "shards", arity: 2, flags: flagsAdminish, parse: parseClusterShards},
 			{name: "nodes", arity: 2, flags: flagsAdminish, parse: parseClusterNodes},
-			{name: "help", arity: 2, flags: flagsAdminish, parse: helpParser(clusterHelp)},
+			{name: "members", arity: 2, flags: flagsAdminish, parse: parseClusterMembers},
+			{name: "keyslot", arity: 3, flags: flagsAdminish, parse: parseClusterKeyslot},
+			{name: "info", arity: 2, flags: flagsAdminish, parse: parseClusterInfo},
+			{name: "myid", arity: 2, flags: flagsAdminish, parse: parseClusterMyID},
+			{name: "help", arity: 2, flags: flagsAdminish, parse: helpParser(clusterHelpRedis)},
 		}},
 		{name: "idem", arity: -4, flags: flagsWrite, firstKey: 4, lastKey: 4, step: 1, parse: parseIdem},
 	}
@@ -48,15 +54,10 @@ func parseRole(s *Server, args [][]byte) (op, error) {
 	}), nil
 }
 
-var clusterHelp = []string{
-	"NODES",
-	"    Return the cluster's nodes, one per line: id, RESP, HTTP and Raft",
-	"    addresses, role, voter or nonvoter, and health.",
-}
-
-// parseClusterNodes: CLUSTER NODES, one line per member:
-// "id resp_addr http_addr raft_addr role voter|nonvoter health".
-func parseClusterNodes(s *Server, args [][]byte) (op, error) {
+// parseClusterMembers: CLUSTER MEMBERS, one line per member:
+// "id resp_addr http_addr raft_addr role voter|nonvoter health" (what
+// CLUSTER NODES answered before it took Redis Cluster's format).
+func parseClusterMembers(s *Server, args [][]byte) (op, error) {
 	return localOp(func(c *session, w *reply) {
 		var b strings.Builder
 		for _, n := range s.be.Nodes() {

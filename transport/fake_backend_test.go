@@ -147,6 +147,13 @@ func (b *fakeBackend) Nodes() []cluster.NodeInfo {
 	}
 }
 
+func (b *fakeBackend) Shards() []cluster.ShardInfo {
+	return []cluster.ShardInfo{{ID: 0, First: 0, Last: 16383, Leader: "n1", Replicas: []cluster.ShardReplica{
+		{ID: "n1", RESPAddr: "127.0.0.1:6379", RaftAddr: "127.0.0.1:7000", Voter: true, Health: "alive"},
+		{ID: "n2", RESPAddr: "127.0.0.1:6380", RaftAddr: "127.0.0.1:7001", Voter: false, Health: "suspect"},
+	}}}
+}
+
 func (b *fakeBackend) Leave(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()

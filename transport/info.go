@@ -226,11 +226,11 @@ func (s *Server) infoCommandStats(b *infoBuf) {
 	})
 }
 
-// infoCluster: cluster_enabled is Redis Cluster's (0: clients must not ask for
-// slots); the rest is the node's Raft state.
+// infoCluster: cluster_enabled is Redis Cluster's (1: clients may ask for
+// slots, CLUSTER SLOTS); the rest is the node's Raft state.
 func (s *Server) infoCluster(b *infoBuf) {
 	st := s.be.Status()
-	b.field("cluster_enabled", 0)
+	b.field("cluster_enabled", 1)
 	b.field("node_id", st.ID)
 	b.field("raft_role", st.Role)
 	b.field("leader_id", st.LeaderID)

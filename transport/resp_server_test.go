@@ -410,8 +410,8 @@ func TestServerRoleAndNodes(t *testing.T) {
 	}
 	lines := "n1 127.0.0.1:6379 127.0.0.1:8080 127.0.0.1:7000 leader voter alive\n" +
 		"n2 127.0.0.1:6380 - 127.0.0.1:7001 follower nonvoter suspect\n"
-	if got := c.do("cluster", "nodes"); got != fmt.Sprintf("$%d\r\n%s\r\n", len(lines), lines) {
-		t.Errorf("CLUSTER NODES: %q", got)
+	if got := c.do("cluster", "members"); got != fmt.Sprintf("$%d\r\n%s\r\n", len(lines), lines) {
+		t.Errorf("CLUSTER MEMBERS: %q", got)
 	}
 }
 

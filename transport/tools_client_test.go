@@ -206,7 +206,7 @@ func TestClientHelp(t *testing.T) {
 		{[]string{"COMMAND", "HELP"}, "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", len(commandHelp)},
 		{[]string{"MEMORY", "HELP"}, "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", len(memoryHelp)},
 		{[]string{"MODULE", "HELP"}, "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", len(moduleHelp)},
-		{[]string{"CLUSTER", "HELP"}, "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", len(clusterHelp)},
+		{[]string{"CLUSTER", "HELP"}, "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", len(clusterHelpRedis)},
 	} {
 		got := c.do(tc.cmd...)
 		want := fmt.Sprintf("*%d\r\n+%s\r\n", tc.lines+3, tc.first)

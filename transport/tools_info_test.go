@@ -135,7 +135,7 @@ func TestInfoServerClientsMemory(t *testing.T) {
 		"used_memory_peak": strconv.FormatUint(used, 10), "used_memory_peak_perc": "100.00%",
 		"maxmemory": "3145728", "maxmemory_human": "3.00M", "maxmemory_policy": "noeviction",
 		"total_system_memory": "8589934592", "total_system_memory_human": "8.00G",
-		"cluster_enabled": "0", "module": "name=bf,ver=20628,api=1,filters=0,usedby=[],using=[],options=[]",
+		"cluster_enabled": "1", "module": "name=bf,ver=20628,api=1,filters=0,usedby=[],using=[],options=[]",
 		"db0": "keys=1,expires=0,avg_ttl=0",
 	}
 	for k, v := range want {

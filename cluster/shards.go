@@ -1,0 +1,51 @@
+package cluster
+
+import (
+	"github.com/hashicorp/raft"
+
+	"github.com/rookerydb/rookery/internal/slot"
+)
+
+// ShardInfo is one shard as this node sees it: its slots, its replicas and
+// which of them leads (CLUSTER SLOTS, SHARDS and NODES; /v1/shards).
+type ShardInfo struct {
+	ID       int            `json:"id"`
+	First    int            `json:"first_slot"`
+	Last     int            `json:"last_slot"`
+	Leader   string         `json:"leader"` // node id; "" when none is known
+	Replicas []ShardReplica `json:"replicas"`
+}
+
+// ShardReplica is one replica of a shard: its node, and how it is doing.
+type ShardReplica struct {
+	ID       string `json:"id"`
+	RESPAddr string `json:"resp_addr"`
+	RaftAddr string `json:"raft_addr"`
+	Voter    bool   `json:"voter"`
+	Health   string `json:"health"` // alive, suspect, dead, left, unknown
+}
+
+// Shards lists the cluster's shards. A cluster of one group is one shard of
+// every slot, whose replicas are the servers of the Raft configuration.
+func (n *Node) Shards() []ShardInfo {
+	lid, _ := n.Leader()
+	sh := ShardInfo{ID: 0, First: 0, Last: slot.Count - 1, Leader: lid}
+	servers, err := latestServers(n.raft)
+	if err != nil {
+		return []ShardInfo{sh}
+	}
+	members := map[string]member{}
+	for _, m := range n.members() {
+		members[m.ID] = m
+	}
+	for _, s := range servers {
+		r := ShardReplica{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter, Health: "unknown"}
+		if m, ok := members[r.ID]; ok {
+			r.RESPAddr, r.Health = m.RESP, healthOf(m.state)
+		} else if r.ID == n.cfg.ID {
+			r.RESPAddr, r.Health = n.cfg.RESPAddr, "alive"
+		}
+		sh.Replicas = append(sh.Replicas, r)
+	}
+	return []ShardInfo{sh}
+}

@@ -67,26 +67,26 @@ func (n *Node) Submit(cmd *fsm.Command) *Future {
 }
 
 // submitLocal queues cmd for the proposer; the caller has checked leadership.
-func (n *Node) submitLocal(cmd *fsm.Command, fut *Future) { n.prop.submit(cmd, fut) }
+func (g *group) submitLocal(cmd *fsm.Command, fut *Future) { g.prop.submit(cmd, fut) }
 
 // forward sends cmd to the leader at addr and resolves fut with its answer.
-func (n *Node) forward(addr string, cmd *fsm.Command, fut *Future) {
+func (g *group) forward(addr string, cmd *fsm.Command, fut *Future) {
 	// In the version the whole cluster reads, since the leader may be older;
 	// a command that version cannot carry, the leader would refuse anyway.
-	v := n.forwardCodec()
+	v := g.n.forwardCodec()
 	if need := fsm.MinCodec(cmd); need > v {
 		fut.Resolve(nil, needsUpgrade(need, v))
 		return
 	}
-	ch, err := n.peer(addr).send(opApply, fsm.EncodeCommandVersion(cmd, v))
+	ch, err := g.n.peer(addr).send(opApply, fsm.EncodeCommandVersion(cmd, v))
 	if err != nil {
 		// Never sent: definitely not applied.
-		n.log.Debug("forward to leader", "leader", addr, "err", err)
+		g.log.Debug("forward to leader", "leader", addr, "err", err)
 		fut.Resolve(nil, ErrNoLeader)
 		return
 	}
 	go func() {
-		timer := time.NewTimer(n.cfg.ApplyTimeout + time.Second)
+		timer := time.NewTimer(g.n.cfg.ApplyTimeout + time.Second)
 		defer timer.Stop()
 		select {
 		case r := <-ch:
@@ -105,7 +105,7 @@ func (n *Node) forward(addr string, cmd *fsm.Command, fut *Future) {
 			}
 		case <-timer.C:
 			fut.Resolve(nil, fmt.Errorf("%w: no reply from the leader", ErrIndeterminate))
-		case <-n.stop:
+		case <-g.stop:
 			fut.Resolve(nil, fmt.Errorf("%w: node shutting down", ErrIndeterminate))
 		}
 	}()
@@ -165,15 +165,15 @@ func newProposer(r raftAPI, timeout time.Duration, stop <-chan struct{}) *propos
 }
 
 // newProposer is the node's proposer, over its raft and its admission.
-func (n *Node) newProposer() *proposer {
-	p := newProposer(n.raft, n.cfg.ApplyTimeout, n.stop)
-	p.refuse = n.refuseWrites
-	p.codec = n.entryCodec
-	p.admit = n.admit
-	p.release = func(b int64) { n.reserved.Add(-b) }
-	p.now = n.now
-	p.await = n.await
-	p.observe = n.metrics.observeApply
+func (g *group) newProposer() *proposer {
+	p := newProposer(g.raft, g.n.cfg.ApplyTimeout, g.stop)
+	p.refuse = g.refuseWrites
+	p.codec = g.entryCodec
+	p.admit = g.admit
+	p.release = func(b int64) { g.reserved.Add(-b) }
+	p.now = g.n.now
+	p.await = g.await
+	p.observe = g.n.metrics.observeApply
 	p.ackAtProposal = func() bool { return mutant.On(mutant.AckAtProposal) }
 	return p
 }
@@ -357,20 +357,20 @@ func ackAtProposal(props []proposal) []proposal {
 
 // admit refuses a filter that would take the node past its memory limit, before
 // it reaches the log.
-func (n *Node) admit(p *proposal) error {
-	if n.cfg.MaxMemory == 0 {
+func (g *group) admit(p *proposal) error {
+	if g.n.cfg.MaxMemory == 0 {
 		return nil
 	}
-	need := n.fsm.NeedBytes(p.cmd)
+	need := g.fsm.NeedBytes(p.cmd)
 	if need == 0 {
 		return nil
 	}
-	used := n.fsm.MemoryBytes() + uint64(n.reserved.Load())
-	if used+need > n.cfg.MaxMemory {
+	used := g.fsm.MemoryBytes() + uint64(g.reserved.Load())
+	if used+need > g.n.cfg.MaxMemory {
 		return fmt.Errorf("%w: %d more bytes of filters would take the node past its limit of %d bytes (%d in use)",
-			ErrTooLarge, need, n.cfg.MaxMemory, used)
+			ErrTooLarge, need, g.n.cfg.MaxMemory, used)
 	}
-	n.reserved.Add(int64(need))
+	g.reserved.Add(int64(need))
 	p.reserved = int64(need)
 	return nil
 }
@@ -453,15 +453,15 @@ func translateApplyErr(err error) error {
 }
 
 // applyRemote serves a write forwarded by a follower.
-func (n *Node) applyRemote(ctx context.Context, body []byte) (*Future, error) {
+func (g *group) applyRemote(ctx context.Context, body []byte) (*Future, error) {
 	typ, cmds, err := fsm.DecodeEntry(body)
 	if err != nil || typ != fsm.TypeCommand || len(cmds) != 1 {
 		return nil, fmt.Errorf("bad forwarded command: %v", err)
 	}
-	if !n.IsLeader() {
+	if !g.IsLeader() {
 		return nil, ErrNotLeader
 	}
 	fut := NewFuture()
-	n.submitLocal(cmds[0], fut)
+	g.submitLocal(cmds[0], fut)
 	return fut, nil
 }

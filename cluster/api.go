@@ -38,6 +38,10 @@ var (
 	// ErrNeedsUpgrade: the command needs a log format a member of the cluster
 	// does not read yet (fsm.MinCodec); not applied.
 	ErrNeedsUpgrade = errors.New("not every node of the cluster can apply this command")
+	// ErrNotHosted: the request reached a node that holds no replica of the
+	// shard it names (its map was behind or ahead of the sender's); not
+	// applied.
+	ErrNotHosted = errors.New("this node holds no replica of that shard")
 	// ErrHalted: this node's state machine stopped at a log entry it could not
 	// read (fsm.Halt); it serves no reads until it is recovered.
 	ErrHalted = errors.New("node halted")

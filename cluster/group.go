@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
@@ -74,12 +76,23 @@ func newGroup(n *Node, id int, dir string) *group {
 	cfg := n.cfg
 	g.fsm = fsm.New(fsm.Options{SessionTTL: cfg.SessionTTL, Logger: cfg.Logger, MaxFormat: n.logFormat(),
 		OnExpire: cfg.testOnExpire})
-	g.reads = &reader{self: cfg.ID, call: func(ctx context.Context, addr string, op byte, body []byte) ([]byte, error) {
-		return n.peer(addr).call(ctx, op, body)
-	}, skipConfirm: func() bool { return mutant.On(mutant.SkipVerifyLeader) }}
+	g.reads = &reader{self: cfg.ID, call: g.call, skipConfirm: func() bool { return mutant.On(mutant.SkipVerifyLeader) }}
 	g.leaderGate = newGate(g.reads.leaderRound)
 	g.remoteGate = newGate(g.reads.remoteIndex)
 	return g
+}
+
+// call sends a request about this group to the node at a Raft address and
+// waits for its answer.
+func (g *group) call(ctx context.Context, addr string, op byte, body []byte) ([]byte, error) {
+	op, body = groupOp(g.id, op, body)
+	return g.n.peer(addr).call(ctx, op, body)
+}
+
+// send sends a request about this group without waiting (rpcClient.send).
+func (g *group) send(addr string, op byte, body []byte) (<-chan rpcResp, error) {
+	op, body = groupOp(g.id, op, body)
+	return g.n.peer(addr).send(op, body)
 }
 
 // open starts the group's raft over layer and the loops that serve it.
@@ -205,4 +218,135 @@ func (g *group) logDamaged(index uint64, err error) {
 			g.log.Warn("snapshot after a damaged log entry", "err", err)
 		}
 	}()
+}
+
+// groupByID returns this node's open group id, or nil.
+func (n *Node) groupByID(id int) *group {
+	if id == 0 {
+		return n.group
+	}
+	n.groupsMu.Lock()
+	defer n.groupsMu.Unlock()
+	return n.groups[id]
+}
+
+// groupDir is where group id keeps its files: the data directory itself for
+// group 0, as before shards; DATA_DIR/shards/<id> for the others.
+func (n *Node) groupDir(id int) string {
+	if id == 0 {
+		return n.cfg.DataDir
+	}
+	return filepath.Join(n.cfg.DataDir, "shards", fmt.Sprint(id))
+}
+
+// openGroup opens group id > 0 on this node (creating its directory), or
+// returns it if it is open.
+func (n *Node) openGroup(id int) (*group, error) {
+	n.groupsMu.Lock()
+	defer n.groupsMu.Unlock()
+	if g := n.groups[id]; g != nil {
+		return g, nil
+	}
+	dir := n.groupDir(id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create shard %d's directory: %w", id, err)
+	}
+	g := newGroup(n, id, dir)
+	if err := g.open(n.mux.openGroup(id)); err != nil {
+		n.mux.closeGroup(id)
+		g.close()
+		return nil, fmt.Errorf("open shard %d: %w", id, err)
+	}
+	n.groups[id] = g
+	g.log.Info("shard opened", "dir", dir, "last_index", g.startIndex)
+	return g, nil
+}
+
+// closeGroup closes group id > 0; with remove, its files go too.
+func (n *Node) closeGroup(id int, remove bool) error {
+	n.groupsMu.Lock()
+	g := n.groups[id]
+	delete(n.groups, id)
+	n.groupsMu.Unlock()
+	if g == nil {
+		return nil
+	}
+	err := g.close()
+	if remove && err == nil {
+		err = os.RemoveAll(g.dir)
+	}
+	return err
+}
+
+// openGroups lists the node's open groups, group 0 first.
+func (n *Node) openGroups() []*group {
+	n.groupsMu.Lock()
+	defer n.groupsMu.Unlock()
+	out := []*group{n.group}
+	for id := 1; len(out) <= len(n.groups); id++ {
+		if g := n.groups[id]; g != nil {
+			out = append(out, g)
+		}
+		if id > maxGroupID {
+			break
+		}
+	}
+	return out
+}
+
+// bootstrapAlone makes this node the one voter of a group that has no Raft
+// state: the only safe way to create a group, since one node decides
+// (docs/SHARDING.md, "Creation"). The group's leader then adds the replicas
+// the map places.
+func (g *group) bootstrapAlone() error {
+	if g.raft.LastIndex() > 0 || g.raft.CurrentTerm() > 0 {
+		return nil
+	}
+	c := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(g.n.cfg.ID),
+		Address: raft.ServerAddress(g.n.raftAdvertise)}}}
+	if err := g.raft.BootstrapCluster(c).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("bootstrap shard %d: %w", g.id, err)
+	}
+	return nil
+}
+
+// exec is the executor of this group's membership plans (execute.go): its
+// raft, and identity checks that ask about this group.
+func (g *group) exec() membershipExec {
+	return membershipExec{
+		r:       g.raft,
+		verify:  g.verify,
+		tell:    func(string) {},
+		forget:  func(string) {},
+		warn:    g.n.warnEvery,
+		log:     g.log,
+		timeout: 5 * time.Second,
+	}
+}
+
+// view is what this group's leader observes for planGroup: its
+// configuration, the replicas wanted and what each server has applied.
+func (g *group) view(want []string, leader string) (groupView, error) {
+	servers, err := latestServers(g.raft)
+	if err != nil {
+		return groupView{}, err
+	}
+	v := groupView{Self: g.n.cfg.ID, Servers: servers, Want: want, Leader: leader, Raft: map[string]string{},
+		Applied: map[string]uint64{}, Commit: g.raft.CommitIndex()}
+	for _, m := range g.n.members() {
+		if m.state == memberlist.StateAlive && m.Raft != "" {
+			v.Raft[m.ID] = m.Raft
+		}
+	}
+	for _, s := range servers {
+		if string(s.ID) == g.n.cfg.ID {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), peerStatusTimeout)
+		if ps, err := g.statusOf(ctx, string(s.Address)); err == nil && ps.ID == string(s.ID) {
+			v.Applied[ps.ID] = ps.AppliedIndex
+		}
+		cancel()
+	}
+	return v, nil
 }

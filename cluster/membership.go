@@ -275,13 +275,33 @@ func (n *Node) verifyIdentity(id, raftAddr string) (peerStatus, error) {
 	return ps, nil
 }
 
-// peerStatusOf asks a member about its Raft state.
+// peerStatusOf asks a member about its Raft state (of group 0).
 func (n *Node) peerStatusOf(ctx context.Context, raftAddr string) (peerStatus, error) {
+	return n.group.statusOf(ctx, raftAddr)
+}
+
+// statusOf asks the node at raftAddr about its replica of this group.
+func (g *group) statusOf(ctx context.Context, raftAddr string) (peerStatus, error) {
 	var ps peerStatus
-	body, err := n.peer(raftAddr).call(ctx, opStatus, nil)
+	body, err := g.call(ctx, raftAddr, opStatus, nil)
 	if err != nil {
 		return ps, err
 	}
 	err = json.Unmarshal(body, &ps)
 	return ps, err
+}
+
+// verify checks that the node answering at raftAddr is id and holds a replica
+// of this group, and returns what it says of that replica.
+func (g *group) verify(id, raftAddr string) (peerStatus, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	ps, err := g.statusOf(ctx, raftAddr)
+	if err != nil {
+		return ps, err
+	}
+	if ps.ID != id {
+		return ps, fmt.Errorf("%w: %s answers as %q, not %q", errWrongIdentity, raftAddr, ps.ID, id)
+	}
+	return ps, nil
 }

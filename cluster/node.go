@@ -43,6 +43,9 @@ type Node struct {
 	peersMu sync.Mutex
 	peers   map[string]*rpcClient // by raft address
 
+	groupsMu sync.Mutex
+	groups   map[int]*group // open groups other than group 0, by id
+
 	recMu sync.Mutex
 	rec   *reconciler // membership decisions' memory (plan.go)
 
@@ -80,6 +83,7 @@ func New(c Config) (*Node, error) {
 		events:   make(chan struct{}, 1),
 		peers:    make(map[string]*rpcClient),
 		memTable: make(map[string]member),
+		groups:   make(map[int]*group),
 		warned:   make(map[string]time.Time),
 		left:     make(chan struct{}),
 		stop:     make(chan struct{}),
@@ -320,6 +324,13 @@ func (n *Node) closeAll() error {
 		// Shutdown, not Leave: the others see this node fail, not depart, and keep
 		// it in the configuration.
 		errs = append(errs, n.ml.Shutdown())
+	}
+	n.groupsMu.Lock()
+	others := n.groups
+	n.groups = map[int]*group{}
+	n.groupsMu.Unlock()
+	for _, g := range others {
+		errs = append(errs, g.close())
 	}
 	if n.group != nil {
 		errs = append(errs, n.group.close())

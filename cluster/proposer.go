@@ -48,21 +48,28 @@ type inflightBatch struct {
 // it is forwarded to the leader, in submission order. The Future resolves with the
 // leader's apply result or with one of the package's errors.
 func (n *Node) Submit(cmd *fsm.Command) *Future {
-	fut := NewFuture()
 	if n.stopping() {
+		fut := NewFuture()
 		fut.Resolve(nil, ErrShutdown)
 		return fut
 	}
-	if n.IsLeader() {
-		n.submitLocal(cmd, fut)
+	return n.group.submit(cmd)
+}
+
+// submit queues a write to the group: proposed on its leader, forwarded to
+// it from a follower.
+func (g *group) submit(cmd *fsm.Command) *Future {
+	fut := NewFuture()
+	if g.IsLeader() {
+		g.submitLocal(cmd, fut)
 		return fut
 	}
-	_, addr := n.Leader()
+	_, addr := g.Leader()
 	if addr == "" {
 		fut.Resolve(nil, ErrNoLeader)
 		return fut
 	}
-	n.forward(addr, cmd, fut)
+	g.forward(addr, cmd, fut)
 	return fut
 }
 
@@ -78,7 +85,7 @@ func (g *group) forward(addr string, cmd *fsm.Command, fut *Future) {
 		fut.Resolve(nil, needsUpgrade(need, v))
 		return
 	}
-	ch, err := g.n.peer(addr).send(opApply, fsm.EncodeCommandVersion(cmd, v))
+	ch, err := g.send(addr, opApply, fsm.EncodeCommandVersion(cmd, v))
 	if err != nil {
 		// Never sent: definitely not applied.
 		g.log.Debug("forward to leader", "leader", addr, "err", err)

@@ -2,10 +2,10 @@ package cluster
 
 import (
 	"bufio"
-	"fmt"
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"net"
 	"sync"
 

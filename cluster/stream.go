@@ -41,14 +41,14 @@ type mux struct {
 	ln        net.Listener
 	advertise net.Addr
 	dial      DialFunc
-	tls       *PeerTLS // nil: plain TCP
+	tls       *PeerTLS      // nil: plain TCP
 	raftConns chan net.Conn // group 0's
 	serveRPC  func(net.Conn)
 
 	groupsMu sync.Mutex
 	groups   map[int]chan net.Conn // Raft connections of groups > 0, by group
-	log       *slog.Logger
-	refused   prometheus.Counter
+	log      *slog.Logger
+	refused  prometheus.Counter
 
 	lastRefusedLog atomic.Int64 // unix nanoseconds
 	suppressed     atomic.Int64 // refusals not logged since

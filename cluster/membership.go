@@ -34,6 +34,10 @@ type meta struct {
 	// removed (or left), and the leader tells it so rather than add it back
 	// with that state (heal.go).
 	Member bool `json:"member,omitempty"`
+	// MapVer is the version of the cluster map the member holds (0: none;
+	// docs/SHARDING.md), and Leads the shards whose groups it leads.
+	MapVer uint64 `json:"map,omitempty"`
+	Leads  []int  `json:"leads,omitempty"`
 }
 
 // delegate serves this node's metadata to memberlist.
@@ -105,6 +109,9 @@ func (n *Node) noteMember(m *memberlist.Node, gone bool) {
 	n.memTable[md.ID] = member{meta: md, state: state, gossip: m.Address()}
 	n.noteCodecs()
 	n.memMu.Unlock()
+	if state == memberlist.StateAlive {
+		n.maybeFetchMap(md)
+	}
 	n.membershipChanged()
 }
 
@@ -194,7 +201,10 @@ func (n *Node) members() []member {
 // localMeta is this node's own metadata.
 func (n *Node) localMeta() meta {
 	m := meta{ID: n.cfg.ID, Raft: n.raftAdvertise, RESP: n.cfg.RESPAddr, HTTP: n.cfg.HTTPAddr, Codec: int(n.logFormat()),
-		Member: n.heal.book.get().Member}
+		Member: n.heal.book.get().Member, Leads: n.leads()}
+	if cm := n.clusterMap(); cm != nil {
+		m.MapVer = cm.Version
+	}
 	if n.disk != nil {
 		if err := n.disk.refuse(); err != nil {
 			m.Disk = err.Error()

@@ -46,6 +46,13 @@ type Node struct {
 	groupsMu sync.Mutex
 	groups   map[int]*group // open groups other than group 0, by id
 
+	cmap      atomic.Pointer[fsm.Map] // the newest cluster map this node holds (clustermap.go)
+	fetching  atomic.Bool             // a map is being fetched from a member
+	shardKick chan struct{}           // the map or a leadership changed: look at the groups
+	// propose proposes a new version of the cluster map to group 0 (nil:
+	// this build cannot, and the controller does not run).
+	propose func(m *fsm.Map) error
+
 	recMu sync.Mutex
 	rec   *reconciler // membership decisions' memory (plan.go)
 
@@ -84,15 +91,21 @@ func New(c Config) (*Node, error) {
 		peers:    make(map[string]*rpcClient),
 		memTable: make(map[string]member),
 		groups:   make(map[int]*group),
-		warned:   make(map[string]time.Time),
-		left:     make(chan struct{}),
-		stop:     make(chan struct{}),
+
+		shardKick: make(chan struct{}, 1),
+		warned:    make(map[string]time.Time),
+		left:      make(chan struct{}),
+		stop:      make(chan struct{}),
 	}
 	n.rec = newReconciler(cfg.DeadServerTimeout)
 	n.group = newGroup(n, 0, cfg.DataDir)
 	n.metrics = newMetrics(n, cfg.Registry)
 	n.disk = newDisk(cfg.DataDir, n.log.With("component", "disk"))
 	if err := n.listen(); err != nil {
+		n.closeAll()
+		return nil, err
+	}
+	if err := n.loadMap(); err != nil {
 		n.closeAll()
 		return nil, err
 	}
@@ -114,7 +127,8 @@ func New(c Config) (*Node, error) {
 		return nil, err
 	}
 	n.cfg.Join = append(n.cfg.Join, via...)
-	n.wg.Add(3)
+	n.wg.Add(4)
+	go n.shardLoop()
 	go n.diskWatch()
 	go n.membershipLoop()
 	// Always: a restarted node rejoins from its members file and configuration

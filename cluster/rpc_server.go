@@ -24,6 +24,10 @@ type peerStatus struct {
 	HasState     bool   `json:"has_state"`
 	Leader       string `json:"leader"`
 	Gossip       string `json:"gossip,omitempty"` // where to join its gossip
+	// Voters and Nonvoters are the group's latest configuration as this
+	// node knows it (the controller reads them from a group's leader).
+	Voters    []string `json:"voters,omitempty"`
+	Nonvoters []string `json:"nonvoters,omitempty"`
 }
 
 // serveRPC answers one peer connection until it closes.
@@ -61,6 +65,14 @@ func (n *Node) serveRPC(c net.Conn) {
 				out = []byte(err.Error())
 			}
 			_ = fw.send(id, code, out)
+		}
+		if op == opMap {
+			var out []byte
+			if m := n.clusterMap(); m != nil {
+				out = fsm.EncodeMap(m)
+			}
+			reply(nil, out)
+			continue
 		}
 		g := n.group
 		if op == opGroup {
@@ -163,6 +175,15 @@ func (g *group) peerStatus() peerStatus {
 	}
 	if a, ok := g.n.gossipAdv.Load().(string); ok {
 		ps.Gossip = a
+	}
+	if servers, err := latestServers(g.raft); err == nil {
+		for _, s := range servers {
+			if s.Suffrage == raft.Voter {
+				ps.Voters = append(ps.Voters, string(s.ID))
+			} else {
+				ps.Nonvoters = append(ps.Nonvoters, string(s.ID))
+			}
+		}
 	}
 	return ps
 }

@@ -1,0 +1,245 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/rookerydb/rookery/fsm"
+)
+
+// The shard loop keeps this node's groups in line with the cluster map
+// (docs/SHARDING.md): it opens the groups the map places here and retires
+// those it no longer does, has each group this node leads move towards the
+// map's placement (planGroup), and, on group 0's leader, runs the
+// controller, which plans the map's next version (planPlacement).
+
+// maxMoving bounds the shards whose replicas move at once.
+const maxMoving = 2
+
+func (n *Node) shardLoop() {
+	defer n.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-n.shardKick:
+		case <-n.stop:
+			return
+		}
+		m := n.clusterMap()
+		if m == nil {
+			continue
+		}
+		n.tendGroups(m)
+		n.leadGroups(m)
+		if n.IsLeader() && n.propose != nil {
+			n.control(m)
+		}
+	}
+}
+
+// wants reports whether map m places a replica of shard s on this node, or
+// has this node create it.
+func (n *Node) wants(m *fsm.Map, s int) bool {
+	g := m.Groups[s]
+	return slices.Contains(g.Replicas, n.cfg.ID) || g.Creator == n.cfg.ID && !g.Created
+}
+
+// tendGroups opens the groups m places here (creating those this node is to
+// create), and retires open groups m no longer places here once their
+// leaders no longer count this node in.
+func (n *Node) tendGroups(m *fsm.Map) {
+	for s := 1; s < m.Shards(); s++ {
+		if !n.wants(m, s) {
+			continue
+		}
+		g, err := n.openGroup(s)
+		if err != nil {
+			n.warnEvery("open-shard:"+itoa(s), "cannot open a shard the map places here", "shard", s, "err", err)
+			continue
+		}
+		if mg := m.Groups[s]; mg.Creator == n.cfg.ID && !mg.Created {
+			if err := g.bootstrapAlone(); err != nil {
+				n.warnEvery("create-shard:"+itoa(s), "cannot create a shard", "shard", s, "err", err)
+			}
+		}
+	}
+	for _, g := range n.openGroups() {
+		if g.id == 0 || g.id < m.Shards() && n.wants(m, g.id) {
+			continue
+		}
+		if n.retired(m, g) {
+			g.log.Info("the map no longer places this shard here, and its group no longer counts this node in: closing it")
+			if err := n.closeGroup(g.id, true); err != nil {
+				n.log.Warn("close a retired shard", "shard", g.id, "err", err)
+			}
+		}
+	}
+}
+
+// retired reports whether group g, which map m no longer places here, can be
+// closed: a leader of it (asked over the Raft port) has a configuration
+// without this node. A group this node leads is not retired: its plan hands
+// leadership over first.
+func (n *Node) retired(m *fsm.Map, g *group) bool {
+	if g.id >= m.Shards() {
+		return true
+	}
+	if g.IsLeader() {
+		return false
+	}
+	for _, id := range m.Groups[g.id].Replicas {
+		addr := n.raftAddrOf(id)
+		if addr == "" || id == n.cfg.ID {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ps, err := g.statusOf(ctx, addr)
+		cancel()
+		if err != nil || ps.Leader == "" || ps.Leader != ps.ID {
+			continue
+		}
+		return !slices.Contains(ps.Voters, n.cfg.ID) && !slices.Contains(ps.Nonvoters, n.cfg.ID)
+	}
+	return false
+}
+
+// leadGroups has each group this node leads move towards m's placement.
+func (n *Node) leadGroups(m *fsm.Map) {
+	for _, g := range n.openGroups() {
+		if g.id >= m.Shards() || !g.IsLeader() {
+			continue
+		}
+		mg := m.Groups[g.id]
+		if len(mg.Replicas) == 0 {
+			continue
+		}
+		v, err := g.view(mg.Replicas, mg.Leader)
+		if err != nil {
+			continue
+		}
+		g.exec().run(planGroup(v))
+	}
+}
+
+// raftAddrOf is member id's Raft address as gossip knows it ("" if unknown).
+func (n *Node) raftAddrOf(id string) string {
+	if id == n.cfg.ID {
+		return n.raftAdvertise
+	}
+	if md, ok := n.memberMeta(id); ok {
+		return md.Raft
+	}
+	return ""
+}
+
+// control is the controller, on group 0's leader: it observes gossip and
+// every shard's group, plans the map's next version and proposes it.
+func (n *Node) control(m *fsm.Map) {
+	next := m.Clone()
+	changed := false
+	// Shards created: their creator's group leads.
+	for s := range next.Groups {
+		if g := &next.Groups[s]; !g.Created && n.shardLeads(s, g.Creator) {
+			g.Created = true
+			changed = true
+		}
+	}
+	v := placementView{Replicas: m.Replicas, MaxMoving: maxMoving, Gone: map[string]bool{}, Moving: map[int]bool{}}
+	now := time.Now()
+	n.recMu.Lock()
+	for _, mem := range n.members() {
+		switch {
+		case slices.Contains(m.Draining, mem.ID):
+			v.Gone[mem.ID] = true
+		case mem.state == memberlist.StateAlive:
+			v.Nodes = append(v.Nodes, mem.ID)
+			n.rec.forget("map:" + mem.ID)
+		default:
+			if n.rec.deadFor("map:"+mem.ID, now) >= n.cfg.DeadServerTimeout {
+				v.Gone[mem.ID] = true
+			}
+		}
+	}
+	n.recMu.Unlock()
+	if !slices.Contains(v.Nodes, n.cfg.ID) && !v.Gone[n.cfg.ID] {
+		v.Nodes = append(v.Nodes, n.cfg.ID)
+	}
+	for s, g := range m.Groups {
+		v.Groups = append(v.Groups, groupPlacement{Replicas: g.Replicas, Leader: g.Leader})
+		if !g.Created || !n.settled(s, g.Replicas) {
+			v.Moving[s] = true
+		}
+	}
+	placed, moved := planPlacement(v)
+	if moved {
+		for s := range next.Groups {
+			next.Groups[s].Replicas, next.Groups[s].Leader = placed[s].Replicas, placed[s].Leader
+		}
+		changed = true
+	}
+	if !changed {
+		return
+	}
+	next.Version = m.Version + 1
+	if err := n.propose(next); err != nil {
+		n.warnEvery("propose-map", "the controller could not change the cluster map", "version", next.Version, "err", err)
+	}
+}
+
+// shardLeads reports whether node id leads shard s's group.
+func (n *Node) shardLeads(s int, id string) bool {
+	ps, ok := n.shardStatus(s, id)
+	return ok && ps.Leader == id
+}
+
+// settled reports whether shard s's group has exactly the replicas given as
+// its voters, as its leader says.
+func (n *Node) settled(s int, replicas []string) bool {
+	for _, id := range replicas {
+		ps, ok := n.shardStatus(s, id)
+		if !ok || ps.Leader == "" {
+			continue
+		}
+		if ps.Leader != id {
+			if lps, ok := n.shardStatus(s, ps.Leader); ok {
+				ps = lps
+			}
+		}
+		a, b := slices.Clone(ps.Voters), slices.Clone(replicas)
+		slices.Sort(a)
+		slices.Sort(b)
+		return slices.Equal(a, b) && len(ps.Nonvoters) == 0
+	}
+	return false
+}
+
+// shardStatus asks node id about its replica of shard s.
+func (n *Node) shardStatus(s int, id string) (peerStatus, bool) {
+	if id == n.cfg.ID {
+		if g := n.groupByID(s); g != nil {
+			return g.peerStatus(), true
+		}
+		return peerStatus{}, false
+	}
+	addr := n.raftAddrOf(id)
+	if addr == "" {
+		return peerStatus{}, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	op, body := groupOp(s, opStatus, nil)
+	b, err := n.peer(addr).call(ctx, op, body)
+	if err != nil {
+		return peerStatus{}, false
+	}
+	var ps peerStatus
+	if err := jsonUnmarshal(b, &ps); err != nil || ps.ID != id {
+		return peerStatus{}, false
+	}
+	return ps, true
+}

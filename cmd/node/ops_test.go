@@ -195,7 +195,7 @@ func TestOpsWait(t *testing.T) {
 	q := startProc(t, nil, args...)
 	start := time.Now()
 	code, _, errs := runOps(t, waitCommand, "--addr", q.HTTP, "--timeout", "1s")
-	if code != 1 || !strings.Contains(errs, "not ready within 1s (last: not ready: no leader)") {
+	if code != 1 || !strings.Contains(errs, "not ready within 1s: "+q.HTTP+" (last: not ready: no leader)") {
 		t.Errorf("wait on a node that cannot be ready: exit %d %q", code, errs)
 	}
 	if el := time.Since(start); el > 10*time.Second {

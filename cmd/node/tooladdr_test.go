@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/base64"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rookerydb/rookery/internal/nodeproc"
+)
+
+// runToolEnv is runTool with env entries added to the environment (and no
+// ROOKERY_ variable of this process's).
+func runToolEnv(t *testing.T, env []string, name string, args ...string) (int, string, string) {
+	t.Helper()
+	code, out, errOut := runBin(t, env, append([]string{name}, args...)...)
+	t.Logf("%v rookery %s %s -> %d\n%s%s", env, name, strings.Join(args, " "), code, out, errOut)
+	return code, out, errOut
+}
+
+// deadAddr is a loopback address where nothing listens.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestToolsTryTheNextNode is issue 19's point 2: with the node at the first
+// address down, members, raft list-peers and status go on to the next one
+// (from --addr or ROOKERY_ADDR) and say so; with none answering, the error
+// names every address tried and --addr / ROOKERY_ADDR.
+func TestToolsTryTheNextNode(t *testing.T) {
+	c := startOpsCluster(t)
+	down := c.Nodes[0]
+	down.Kill()
+	list := down.HTTP + "," + c.Nodes[1].HTTP
+
+	code, out, errOut := runToolEnv(t, nil, "members", "--addr", list)
+	if code != 0 || len(tableRows(out)) != 3 || !strings.Contains(errOut, down.HTTP+": connection refused; trying "+c.Nodes[1].HTTP) {
+		t.Errorf("members --addr %s: exit %d\n%s%s", list, code, out, errOut)
+	}
+	code, out, _ = runToolEnv(t, []string{"ROOKERY_ADDR=" + list}, "raft", "list-peers")
+	if code != 0 || len(tableRows(out)) != 3 {
+		t.Errorf("ROOKERY_ADDR=%s raft list-peers: exit %d\n%s", list, code, out)
+	}
+	code, out, _ = runToolEnv(t, []string{"ROOKERY_ADDR=" + list}, "status")
+	if code != 0 || !strings.Contains(out, "Node           "+c.Nodes[1].ID+"\n") {
+		t.Errorf("ROOKERY_ADDR=%s status: exit %d\n%s", list, code, out)
+	}
+
+	dead := deadAddr(t)
+	code, _, errOut = runToolEnv(t, nil, "status", "--addr", down.HTTP+","+dead)
+	for _, want := range []string{"no node answered", down.HTTP + " (connection refused)", dead + " (connection refused)", "--addr", "ROOKERY_ADDR"} {
+		if code != 1 || !strings.Contains(errOut, want) {
+			t.Errorf("status with no node up: exit %d, want %q in\n%s", code, want, errOut)
+		}
+	}
+
+	// With no address at all the local defaults are tried, and named. Only
+	// checked where nothing listens on them (other processes may).
+	if free := portsFree(6480, 6580, 6680); free {
+		code, _, errOut = runToolEnv(t, nil, "members")
+		if code != 1 || !strings.Contains(errOut, "127.0.0.1:6480 (connection refused), 127.0.0.1:6580 (connection refused), 127.0.0.1:6680 (connection refused), the local defaults") {
+			t.Errorf("members with no address: exit %d\n%s", code, errOut)
+		}
+	} else {
+		t.Log("a default port is in use here: the no-address case is covered by internal/toolclient's tests")
+	}
+}
+
+// portsFree reports whether nothing accepts connections on 127.0.0.1 at ports.
+func portsFree(ports ...int) bool {
+	for _, p := range ports {
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), time.Second)
+		if err == nil {
+			conn.Close()
+			return false
+		}
+	}
+	return true
+}
+
+// TestToolsNameTheFlagThatFixesIt is issue 19's point 3 against a node with
+// --http-tls and --requirepass: plain http, a CA that did not sign the node's
+// certificate and a missing password each get a message naming --cacert or
+// --password and their ROOKERY_ variables; wait gives up at once on those
+// instead of spending its timeout; ROOKERY_CACERT and ROOKERY_PASSWORD
+// reach the tools.
+func TestToolsNameTheFlagThatFixesIt(t *testing.T) {
+	dir := t.TempDir()
+	certDir, otherDir := filepath.Join(dir, "certs"), filepath.Join(dir, "other")
+	if err := nodeproc.MakeCerts(binary, certDir, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodeproc.MakeCerts(binary, otherDir); err != nil {
+		t.Fatal(err)
+	}
+	sec := nodeproc.Security{CertDir: certDir, GossipKey: base64.StdEncoding.EncodeToString(make([]byte, 16)),
+		Password: "s3cret", HTTPTLS: true}
+	args := append([]string{"--id", "n1", "--data-dir", filepath.Join(dir, "n1"), "--bootstrap-expect", "1"},
+		nodeproc.EphemeralAddrs()...)
+	p := startProc(t, nil, append(args, sec.Flags("n1")...)...)
+	p.Sec = sec
+	p.waitReady(10 * time.Second)
+	ca := filepath.Join(certDir, "ca.pem")
+
+	start := time.Now()
+	code, _, errOut := runToolEnv(t, nil, "wait", "--addr", p.HTTP, "--timeout", "60s")
+	if code != 1 || !strings.Contains(errOut, "speaks https") || !strings.Contains(errOut, "--cacert FILE (or ROOKERY_CACERT)") {
+		t.Errorf("wait in plain http: exit %d\n%s", code, errOut)
+	}
+	if el := time.Since(start); el > 30*time.Second {
+		t.Errorf("wait in plain http took %v of its 60s: it should see at once that waiting cannot help", el)
+	}
+	code, _, errOut = runToolEnv(t, nil, "members", "--addr", p.HTTP)
+	if code != 1 || !strings.Contains(errOut, "--cacert FILE (or ROOKERY_CACERT)") || strings.Contains(errOut, "400 Bad Request") {
+		t.Errorf("members in plain http: exit %d\n%s", code, errOut)
+	}
+	code, _, errOut = runToolEnv(t, nil, "wait", "--addr", p.HTTP, "--cacert", filepath.Join(otherDir, "ca.pem"), "--timeout", "60s")
+	if code != 1 || !strings.Contains(errOut, "not signed by the CA") || !strings.Contains(errOut, "--cacert (or ROOKERY_CACERT)") {
+		t.Errorf("wait with another CA: exit %d\n%s", code, errOut)
+	}
+	code, _, errOut = runToolEnv(t, nil, "members", "--addr", p.HTTP, "--cacert", ca)
+	if code != 1 || !strings.Contains(errOut, "401") || !strings.Contains(errOut, "--password (or ROOKERY_PASSWORD)") {
+		t.Errorf("members without a password: exit %d\n%s", code, errOut)
+	}
+	code, _, errOut = runToolEnv(t, []string{"ROOKERY_PASSWORD=wrong"}, "members", "--addr", p.HTTP, "--cacert", ca)
+	if code != 1 || !strings.Contains(errOut, "the password from ROOKERY_PASSWORD is not the nodes' --requirepass") {
+		t.Errorf("members with a wrong password: exit %d\n%s", code, errOut)
+	}
+
+	env := []string{"ROOKERY_ADDR=" + p.HTTP, "ROOKERY_CACERT=" + ca, "ROOKERY_PASSWORD=s3cret"}
+	if code, out, _ := runToolEnv(t, env, "wait"); code != 0 || out != p.HTTP+" is ready\n" {
+		t.Errorf("wait from the environment: exit %d %q", code, out)
+	}
+	if code, out, _ := runToolEnv(t, env, "members"); code != 0 || len(tableRows(out)) != 1 {
+		t.Errorf("members from the environment: exit %d\n%s", code, out)
+	}
+	// https to a plain port: drop the CA.
+	q := devNode(t, filepath.Join(dir, "plain"))
+	code, _, errOut = runToolEnv(t, []string{"ROOKERY_CACERT=" + ca}, "status", "--addr", q.HTTP)
+	if code != 1 || !strings.Contains(errOut, "plain http") || !strings.Contains(errOut, "leave out ROOKERY_CACERT") {
+		t.Errorf("https to a plain node: exit %d\n%s", code, errOut)
+	}
+}

@@ -7,7 +7,7 @@
 // append and one fsync; on a follower the write is forwarded to the leader over a
 // multiplexed connection that keeps submission order. Every error a caller sees
 // is either definitely-not-applied (ErrNoLeader, ErrNotLeader, ErrShutdown,
-// ErrTooLarge) or indeterminate (ErrIndeterminate); only a write carrying a
+// ErrTooLarge, ErrRemoved) or indeterminate (ErrIndeterminate); only a write carrying a
 // session may be retried after an indeterminate error.
 //
 // Reads go through ReadBarrier, which implements the read-index protocol on every

@@ -145,6 +145,8 @@ func renderErr(err error) string {
 		return "ERR " + err.Error() // "ERR disk full: ...", not applied
 	case errors.Is(err, cluster.ErrNeedsUpgrade):
 		return "ERR " + err.Error() // not applied
+	case errors.Is(err, cluster.ErrRemoved):
+		return "REMOVED " + err.Error() // not applied; another node may serve it
 	}
 	return "INDETERMINATE " + err.Error() + ": the write may or may not have been applied"
 }
@@ -188,6 +190,8 @@ func readErr(err error) error {
 		return errLeaderLost
 	case errors.Is(err, cluster.ErrShutdown):
 		return errShutdown
+	case errors.Is(err, cluster.ErrRemoved):
+		return redisError("REMOVED " + err.Error())
 	}
 	return redisError("TRYAGAIN read not served: " + err.Error())
 }
@@ -204,7 +208,7 @@ func outcome(err error) string {
 	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader),
 		errors.Is(err, cluster.ErrShutdown), errors.Is(err, cluster.ErrTooLarge),
 		errors.Is(err, cluster.ErrDiskFull), errors.Is(err, cluster.ErrDiskError),
-		errors.Is(err, cluster.ErrNeedsUpgrade):
+		errors.Is(err, cluster.ErrNeedsUpgrade), errors.Is(err, cluster.ErrRemoved):
 		return "unavailable"
 	}
 	return "error"

@@ -37,8 +37,9 @@ const opsUsage = `usage:
   rookery raft remove-peer ID        remove server ID from the raft configuration
                                      (a running member removed so reports itself removed)
   rookery raft transfer-leader [ID]  hand leadership to ID, or to any other voter
-  rookery wait [--timeout 30s]       wait until the node is ready (/readyz answers 200);
-                                     with several --addr, until each of them is
+  rookery wait [--timeout 30s]       wait until the node is ready (/readyz answers 200):
+                                     each node of --addr; with no --addr, the first
+                                     of the local defaults to be ready
 
 ` + opsFlagsUsage
 

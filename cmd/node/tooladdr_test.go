@@ -136,6 +136,15 @@ func TestToolsNameTheFlagThatFixesIt(t *testing.T) {
 		t.Errorf("members with a wrong password: exit %d\n%s", code, errOut)
 	}
 
+	// The container health check says the same.
+	code, _, errOut = runToolEnv(t, nil, "probe", "http://"+p.HTTP+"/readyz")
+	if code != 1 || !strings.Contains(errOut, "--cacert") {
+		t.Errorf("probe in plain http: exit %d\n%s", code, errOut)
+	}
+	if code, _, errOut := runToolEnv(t, nil, "probe", "--cacert", ca, "https://"+p.HTTP+"/readyz"); code != 0 {
+		t.Errorf("probe with the CA: exit %d\n%s", code, errOut)
+	}
+
 	env := []string{"ROOKERY_ADDR=" + p.HTTP, "ROOKERY_CACERT=" + ca, "ROOKERY_PASSWORD=s3cret"}
 	if code, out, _ := runToolEnv(t, env, "wait"); code != 0 || out != p.HTTP+" is ready\n" {
 		t.Errorf("wait from the environment: exit %d %q", code, out)

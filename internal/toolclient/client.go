@@ -29,6 +29,9 @@ type Config struct {
 	// AddrFrom names where Addrs came from ("--addr", "ROOKERY_ADDR"); ""
 	// means the local defaults.
 	AddrFrom string
+	// AddrFlag says how to give other addresses, for the hints (default
+	// "--addr (or ROOKERY_ADDR)").
+	AddrFlag string
 	// CAFile, when set, makes the tool speak https and trust this CA; CAFrom
 	// names where it came from.
 	CAFile, CAFrom string
@@ -244,4 +247,9 @@ func errorMessage(resp *http.Response) string {
 }
 
 // addrFlag names the way to give addresses.
-func (c *Client) addrFlag() string { return "--addr (or " + EnvAddr + ")" }
+func (c *Client) addrFlag() string {
+	if c.cfg.AddrFlag != "" {
+		return c.cfg.AddrFlag
+	}
+	return "--addr (or " + EnvAddr + ")"
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -268,5 +269,19 @@ func TestFlagsConfig(t *testing.T) {
 	c = parse(env, "--addr", "c:3", "--password", "p3", "--cacert", "x.pem")
 	if strings.Join(c.Addrs, ",") != "c:3" || c.AddrFrom != "--addr" || c.Password != "p3" || c.CAFile != "x.pem" || c.CAFrom != "--cacert" {
 		t.Errorf("flags: %+v", c)
+	}
+}
+
+// TestClientCertRequired: a node that wants a client certificate (with
+// --tls-client-auth) refuses the handshake; the error names --cert/--key.
+func TestClientCertRequired(t *testing.T) {
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	s.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert}
+	s.StartTLS()
+	defer s.Close()
+	_, _, err := get(t, Config{Addrs: []string{s.Listener.Addr().String()}, AddrFrom: "--addr", CAFile: writePEM(t, s.Certificate().Raw)})
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindNeedCert || !e.Fatal() || !strings.Contains(err.Error(), "--cert FILE --key FILE") {
+		t.Errorf("a node that wants a client certificate: %v", err)
 	}
 }

@@ -72,6 +72,14 @@ func (v *checkedValue) Set(s string) error {
 	return ve
 }
 
+// Get is the value's own Get, as flag.Getter has it (nil if it has none).
+func (v *checkedValue) Get() any {
+	if g, ok := v.Value.(flag.Getter); ok {
+		return g.Get()
+	}
+	return nil
+}
+
 // checkedBool is a checkedValue of a boolean flag, which takes no argument.
 type checkedBool struct{ *checkedValue }
 
@@ -108,7 +116,17 @@ func (w *flagWatch) explain(args []string, err error) error {
 		w.failed = nil
 		return ve
 	}
-	if name, ok := unknownFlag(w.fs, args); ok {
+	name, missing := scanFlags(w.fs, args)
+	switch {
+	case missing != nil:
+		want := "a value"
+		if g, ok := missing.Value.(flag.Getter); ok {
+			if _, ok := g.Get().(time.Duration); ok {
+				want = "a duration, such as 5s or 500ms"
+			}
+		}
+		return fmt.Errorf("--%s needs %s", missing.Name, want)
+	case name != "":
 		return unknownFlagError(w.fs, name)
 	}
 	return err
@@ -145,14 +163,14 @@ func closestFlag(fs *flag.FlagSet, name string) string {
 	return best
 }
 
-// unknownFlag finds the first flag in args that fs does not define, reading
-// args as the flag package does (a flag's value follows it unless it is a
-// boolean or is given with =).
-func unknownFlag(fs *flag.FlagSet, args []string) (string, bool) {
+// scanFlags reads args as the flag package does (a flag's value follows it
+// unless it is a boolean or is given with =) and returns the first flag fs
+// does not define, or the last flag if its value is missing.
+func scanFlags(fs *flag.FlagSet, args []string) (unknown string, missing *flag.Flag) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
-			return "", false
+			return "", nil
 		}
 		if len(a) < 2 || a[0] != '-' {
 			continue
@@ -164,14 +182,17 @@ func unknownFlag(fs *flag.FlagSet, args []string) (string, bool) {
 		}
 		f := fs.Lookup(name)
 		if f == nil {
-			return name, true
+			return name, nil
 		}
 		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); (ok && b.IsBoolFlag()) || hasValue {
 			continue
 		}
+		if i+1 == len(args) {
+			return "", f
+		}
 		i++ // its value
 	}
-	return "", false
+	return "", nil
 }
 
 // envValueError is the error of a ROOKERY_ variable whose value does not parse.

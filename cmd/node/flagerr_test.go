@@ -1,6 +1,9 @@
 package main
 
 import (
+	"errors"
+	"flag"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -48,6 +51,7 @@ func TestFlagErrorsSayWhatToDo(t *testing.T) {
 		{nil, []string{"--max-items", "many"}, "--max-items many: want a whole number"},
 		{nil, []string{"--dev=maybe"}, "--dev maybe: want true or false"},
 		{nil, []string{"--password", "x"}, "unknown flag --password: it is a flag of the tools"},
+		{nil, []string{"--dev", "--election-timeout"}, "--election-timeout needs a duration, such as 5s or 500ms"},
 		{[]string{"ROOKERY_ELECTION_TIMEOUT=5"}, []string{"--dev"}, "ROOKERY_ELECTION_TIMEOUT=5: a duration needs a unit, such as 5s or 500ms"},
 	} {
 		code, _, errOut := runBin(t, c.env, c.args...)
@@ -97,4 +101,26 @@ func TestCredentialVariables(t *testing.T) {
 	if _, _, errOut := runBin(t, []string{"ROOKERY_INSECUR=1"}, "--dev"); !strings.Contains(errOut, "did you mean ROOKERY_INSECURE (--insecure)?") {
 		t.Errorf("ROOKERY_INSECUR:\n%s", errOut)
 	}
+}
+
+// FuzzFlagErrors: whatever the command line, parsing the node's flags never
+// panics, and a refused command line gets an error that names a flag.
+func FuzzFlagErrors(f *testing.F) {
+	for _, seed := range []string{"--max-memroy\x001gb", "--election-timeout\x005", "--dev=maybe", "-h", "--\x00x",
+		"--log-level", "--join=a,b\x00--bootstrap-expect\x00-1", "---x", "-", "--password\x00p"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		args := strings.Split(line, "\x00")
+		o := &options{}
+		fs := newFlagSet(o, io.Discard)
+		watch := watchFlags(fs)
+		err := fs.Parse(args)
+		if err == nil || errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		if msg := watch.explain(args, err).Error(); !strings.Contains(msg, "-") {
+			t.Errorf("%q: %q names no flag", args, msg)
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"io"
@@ -8,14 +9,18 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runBin runs the binary with args and env entries added to this process's
 // environment (less any ROOKERY_ variable), and returns its exit code, stdout
-// and stderr.
+// and stderr. It is for commands that end by themselves: one still running
+// after a minute (a node that started when it should have refused) is killed.
 func runBin(t *testing.T, env []string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ROOKERY_") || strings.HasPrefix(kv, "ROOKERY_TEST_") {
 			cmd.Env = append(cmd.Env, kv)

@@ -65,6 +65,7 @@ var Contract = []ErrorKind{
 	{ErrDiskFull, ClassRefused, codeDiskFull, "ERR", ""},
 	{ErrDiskError, ClassRefused, codeDiskError, "ERR", ""},
 	{ErrNeedsUpgrade, ClassRefused, codeNeedsUpgrade, "ERR", ""},
+	{ErrRemoved, ClassNotApplied, codeRemoved, "REMOVED", ""},
 	{ErrIndeterminate, ClassIndeterminate, codeIndeterminate, "INDETERMINATE", ""},
 }
 

@@ -53,6 +53,10 @@ func (n *Node) Submit(cmd *fsm.Command) *Future {
 		fut.Resolve(nil, ErrShutdown)
 		return fut
 	}
+	if err := n.removedErr(); err != nil {
+		fut.Resolve(nil, err)
+		return fut
+	}
 	if n.IsLeader() {
 		n.submitLocal(cmd, fut)
 		return fut

@@ -112,6 +112,9 @@ func (n *Node) ReadBarrier(ctx context.Context, level ReadLevel) error {
 	if level == ReadStale || mutant.On(mutant.FollowerLocalReads) && !n.IsLeader() {
 		return nil
 	}
+	if err := n.removedErr(); err != nil {
+		return err
+	}
 	n.metrics.readRounds.Inc()
 	if idx, ok := n.reads.soleVoterIndex(); ok && n.fsm.AppliedIndex() >= idx {
 		return nil

@@ -39,10 +39,11 @@ const (
 	codeIndeterminate byte = 3
 	codeShutdown      byte = 4
 	codeTooLarge      byte = 5
-	codeError         byte = 6 // body: message
-	codeDiskFull      byte = 7 // body: message
-	codeDiskError     byte = 8 // body: message
-	codeNeedsUpgrade  byte = 9 // body: message
+	codeError         byte = 6  // body: message
+	codeDiskFull      byte = 7  // body: message
+	codeDiskError     byte = 8  // body: message
+	codeNeedsUpgrade  byte = 9  // body: message
+	codeRemoved       byte = 10 // body: message
 )
 
 const (

@@ -127,7 +127,7 @@ const (
 // notAppliedPrefixes start the error replies that nodes send for "not
 // applied, try again" (transport/DESIGN.md, Error classes); the server's
 // tests pin this list against what it actually sends.
-var notAppliedPrefixes = []string{"CLUSTERDOWN", "TRYAGAIN", "SHUTDOWN", "LOADING",
+var notAppliedPrefixes = []string{"CLUSTERDOWN", "TRYAGAIN", "SHUTDOWN", "LOADING", "REMOVED",
 	"ERR max number of clients reached", "ERR Protocol error: server request buffers are full"}
 
 // ClassifyError says what an error reply (its text, as any Redis client

@@ -45,6 +45,9 @@ var (
 	// ErrHalted: this node's state machine stopped at a log entry it could not
 	// read (fsm.Halt); it serves no reads until it is recovered.
 	ErrHalted = errors.New("node halted")
+	// ErrRemoved: this node is out of the cluster's configuration (removed,
+	// or it left) and serves nothing; not applied. Other nodes may serve.
+	ErrRemoved = errors.New("not a member of the cluster")
 )
 
 // Status is a node's view of itself and its cluster (ROLE, /v1/status).

@@ -7,7 +7,7 @@
 // append and one fsync; on a follower the write is forwarded to the leader over a
 // multiplexed connection that keeps submission order. Every error a caller sees
 // is in one class of Contract (errors.go): not applied for now (ErrNoLeader,
-// ErrNotLeader, ErrShutdown), refused until something changes (ErrTooLarge,
+// ErrNotLeader, ErrShutdown, ErrRemoved), refused until something changes (ErrTooLarge,
 // ErrDiskFull, ErrDiskError, ErrNeedsUpgrade) or indeterminate
 // (ErrIndeterminate, and any error Contract does not list); only a write
 // carrying a session may be retried after an indeterminate error.

@@ -65,6 +65,7 @@ var Contract = []ErrorKind{
 	{ErrDiskFull, ClassRefused, codeDiskFull, "ERR", ""},
 	{ErrDiskError, ClassRefused, codeDiskError, "ERR", ""},
 	{ErrNeedsUpgrade, ClassRefused, codeNeedsUpgrade, "ERR", ""},
+	{ErrRemoved, ClassNotApplied, codeRemoved, "REMOVED", ""},
 	{ErrNotHosted, ClassNotApplied, codeNotHosted, "TRYAGAIN", ""},
 	{ErrIndeterminate, ClassIndeterminate, codeIndeterminate, "INDETERMINATE", ""},
 }

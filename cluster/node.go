@@ -127,6 +127,9 @@ func New(c Config) (*Node, error) {
 		return nil, err
 	}
 	n.cfg.Join = append(n.cfg.Join, via...)
+	if why := n.cannotForm(); why != "" {
+		n.log.Warn(why)
+	}
 	n.wg.Add(4)
 	go n.shardLoop()
 	go n.diskWatch()
@@ -224,6 +227,9 @@ func (n *Node) Problem() string {
 		return err.Error() + "; writes are refused until there is room (they resume by themselves)"
 	}
 	if id, _ := n.Leader(); id == "" {
+		if why := n.cannotForm(); why != "" {
+			return why
+		}
 		return "no leader"
 	}
 	if !n.appliedThrough(n.startIndex) {

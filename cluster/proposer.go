@@ -53,6 +53,11 @@ func (n *Node) Submit(cmd *fsm.Command) *Future {
 		fut.Resolve(nil, ErrShutdown)
 		return fut
 	}
+	if err := n.removedErr(); err != nil {
+		fut := NewFuture()
+		fut.Resolve(nil, err)
+		return fut
+	}
 	return n.group.submit(cmd)
 }
 

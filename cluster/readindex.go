@@ -112,6 +112,9 @@ func (g *group) ReadBarrier(ctx context.Context, level ReadLevel) error {
 	if level == ReadStale || mutant.On(mutant.FollowerLocalReads) && !g.IsLeader() {
 		return nil
 	}
+	if err := g.n.removedErr(); err != nil {
+		return err
+	}
 	g.n.metrics.readRounds.Inc()
 	if idx, ok := g.reads.soleVoterIndex(); ok && g.fsm.AppliedIndex() >= idx {
 		return nil

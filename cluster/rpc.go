@@ -65,7 +65,8 @@ const (
 	codeDiskFull      byte = 7  // body: message
 	codeDiskError     byte = 8  // body: message
 	codeNeedsUpgrade  byte = 9  // body: message
-	codeNotHosted     byte = 10 // body: message
+	codeRemoved       byte = 10 // body: message
+	codeNotHosted     byte = 11 // body: message
 )
 
 const (

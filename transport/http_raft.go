@@ -14,7 +14,8 @@ import (
 //
 //	GET  /v1/raft/peers                   the configuration as this node sees it
 //	POST /v1/raft/remove-peer?id=ID       remove server ID from the configuration
-//	POST /v1/raft/transfer-leader[?id=ID] hand leadership to ID, or to any voter
+//	POST /v1/raft/transfer-leader[?id=ID] hand leadership to ID, or to any voter;
+//	                                      {"leader": ID, "moved": false} if ID leads already
 //
 // The changes are made by the leader: a follower answers 307 Temporary
 // Redirect to the leader's HTTP address, as the backup routes do. Like every
@@ -104,8 +105,13 @@ func (h *HTTPServer) transferLeader(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, raftStatus(err), map[string]string{"error": err.Error()})
 		return
 	}
-	h.log.Info("leadership transferred", "to", leader, "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, map[string]string{"leader": leader})
+	// This node led when it took the request: it still leads if nothing moved
+	// (ID named it, or it was already the leader).
+	moved := leader != h.be.Status().ID
+	if moved {
+		h.log.Info("leadership transferred", "to", leader, "remote", r.RemoteAddr)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"leader": leader, "moved": moved})
 }
 
 // raftStatus is the HTTP status of a Raft operation's error.

@@ -87,6 +87,8 @@ func TestRenderClusterErrors(t *testing.T) {
 		{fmt.Errorf("forward: %w", cluster.ErrNoLeader), "CLUSTERDOWN no leader"},
 		{cluster.ErrNotLeader, "TRYAGAIN leadership changed, not applied"},
 		{cluster.ErrShutdown, "SHUTDOWN node is shutting down"},
+		{fmt.Errorf("%w: this node was removed; send requests to another node", cluster.ErrRemoved),
+			"REMOVED not a member of the cluster: this node was removed; send requests to another node"},
 		{fmt.Errorf("%w: filter needs 2 GiB", cluster.ErrTooLarge), "OOM command not allowed: memory limit exceeded: filter needs 2 GiB"},
 		{fmt.Errorf("%w: %v", cluster.ErrIndeterminate, context.DeadlineExceeded),
 			"INDETERMINATE outcome unknown: context deadline exceeded: the write may or may not have been applied"},
@@ -103,8 +105,11 @@ func TestRenderClusterErrors(t *testing.T) {
 	if readErr(fmt.Errorf("%w: read index from n1", cluster.ErrNoLeader)).Error() != "CLUSTERDOWN no leader" {
 		t.Error("read without leader")
 	}
+	if got := readErr(cluster.ErrRemoved).Error(); got != "REMOVED not a member of the cluster" {
+		t.Errorf("read on a removed node: %q", got)
+	}
 	for err, want := range map[error]string{
-		nil: "ok", cluster.ErrNoLeader: "unavailable", cluster.ErrTooLarge: "unavailable",
+		nil: "ok", cluster.ErrNoLeader: "unavailable", cluster.ErrTooLarge: "unavailable", cluster.ErrRemoved: "unavailable",
 		cluster.ErrIndeterminate: "indeterminate", errors.New("x"): "indeterminate", errSyntax: "error",
 	} {
 		if got := outcome(err); got != want {

@@ -209,7 +209,7 @@ func TestFlagMistakesFailFast(t *testing.T) {
 		}
 	}
 	code, out, _ := runQuick(t, nil, "--foo")
-	if want := "rookery: flag provided but not defined: -foo\nRun 'rookery -h' for the flags.\n"; code == 0 || out != want {
+	if want := "rookery: unknown flag --foo\nRun 'rookery -h' for the flags.\n"; code == 0 || out != want {
 		t.Errorf("unknown flag: exit %d, output %q, want %q", code, out, want)
 	}
 	// The project's own variables are not flags, and are not refused.

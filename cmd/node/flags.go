@@ -140,12 +140,13 @@ func parseOptions(args []string, env func(string) (string, bool), out io.Writer)
 	// The flag package's own report is the error twice around the whole
 	// usage; one line and a hint read better.
 	fs.Usage = func() {}
+	watch := watchFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			writeHelp(out)
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w\n%s", err, helpHint)
+		return nil, fmt.Errorf("%w\n%s", watch.explain(args, err), helpHint)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q\n%s", fs.Arg(0), helpHint)
@@ -163,7 +164,7 @@ func parseOptions(args []string, env func(string) (string, bool), out io.Writer)
 		name := envName(f.Name)
 		if v, ok := env(name); ok {
 			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				errs = append(errs, envValueError(name, v, err))
 			}
 		}
 	})
@@ -332,6 +333,33 @@ var knownEnv = map[string]bool{
 	"ROOKERY_JEPSEN_DURATION": true, // jepsen-lite run length
 }
 
+// toolEnv are the variables the tools read (internal/toolclient): a node
+// refuses them as it refuses any ROOKERY_ variable that names none of its
+// flags, but says what they are for and what the node takes instead.
+var toolEnv = map[string]string{
+	"ROOKERY_PASSWORD": "password",
+	"ROOKERY_CACERT":   "cacert",
+	"ROOKERY_ADDR":     "addr",
+}
+
+// securitySwitches are flags that turn protection off or down: never offered
+// as the meaning of a name that looks like a credential.
+var securitySwitches = map[string]bool{"insecure": true, "metrics-public": true}
+
+// credentialWords mark a variable's name as a credential's; the first four
+// as a password's, which a node takes only as --requirepass.
+var credentialWords = []string{"PASS", "PWD", "SECRET", "TOKEN", "AUTH", "CRED", "CERT", "KEY"}
+
+// isCredential reports whether a variable's name looks like a credential's.
+func isCredential(name string) bool {
+	for _, w := range credentialWords {
+		if strings.Contains(strings.TrimPrefix(name, "ROOKERY_"), w) {
+			return true
+		}
+	}
+	return false
+}
+
 // checkEnviron refuses a ROOKERY_ variable that names no flag, with the flag
 // it most likely meant: a misspelt setting ignored is a setting silently lost.
 func checkEnviron(fs *flag.FlagSet, env []string) error {
@@ -343,8 +371,27 @@ func checkEnviron(fs *flag.FlagSet, env []string) error {
 		if !strings.HasPrefix(name, "ROOKERY_") || knownEnv[name] || flags[name] != "" {
 			continue
 		}
+		if tool, ok := toolEnv[name]; ok {
+			errs = append(errs, fmt.Sprintf("environment variable %s is read by %s, not by a node: %s",
+				name, toolNames, toolOnly[tool]))
+			continue
+		}
+		credential := isCredential(name)
 		best, dist := "", -1
-		for e := range flags {
+		for _, w := range credentialWords[:4] {
+			if strings.Contains(name, w) {
+				best, dist = envName("requirepass"), 0
+			}
+		}
+		for e, f := range flags {
+			if dist == 0 {
+				break
+			}
+			// A credential's name is offered only credentials, never a
+			// switch that turns protection off.
+			if credential && (securitySwitches[f] || !isCredential(e)) || hiddenFlags[f] {
+				continue
+			}
 			if d := editDistance(name, e); dist < 0 || d < dist || d == dist && e < best {
 				best, dist = e, d
 			}
@@ -429,7 +476,7 @@ func (o *options) gossipKeyBytes() ([]byte, error) {
 func (o *options) level() (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return 0, fmt.Errorf("--log-level: %w", err)
+		return 0, fmt.Errorf("--log-level %s: want debug, info, warn or error", o.logLevel)
 	}
 	return l, nil
 }

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	rclient "github.com/rookerydb/rookery/client"
 )
 
@@ -41,12 +43,16 @@ lines are passed over. Lines are numbered from 1 across all the inputs.
                        default 0.01)
   --capacity N         items of a filter this creates (default: the number of
                        lines, when the input is plain files, estimated from
-                       the size of those over 4 MiB; else 1000000)
+                       the size of those over 4 MiB, 1.5 times that for a
+                       cuckoo filter, which grows once about 70% full; else
+                       1000000)
   --nx                 cf: add only keys not there yet (CF.INSERTNX), so that
                        duplicates are counted and stored once
   --skip N             pass over the first N lines (to resume an import)
-  --password PW        the nodes' --requirepass (default $ROOKERY_REQUIREPASS)
+  --password PW        the nodes' --requirepass (default $ROOKERY_PASSWORD,
+                       else $ROOKERY_REQUIREPASS)
   --cacert FILE        CA of the nodes' certificates: speak TLS (--resp-tls)
+                       (default $ROOKERY_CACERT)
   --cert, --cert-key FILE   client certificate and its key (--tls-client-auth)
   --chunk N            keys per command (default 5000)
   --inflight N         commands awaiting their answers at once (default 16)
@@ -161,6 +167,13 @@ func importUsageError(stderr io.Writer, err error) int {
 
 // maxImportCapacity is the largest filter a node creates (BF.RESERVE's range).
 const maxImportCapacity = 1 << 30
+
+// cuckooHeadroom is, in tenths, the capacity a cuckoo filter is given per
+// key when import sizes it. With two slots a bucket and 20 kicks, an insert
+// first fails at 70-74% of the capacity (measured from 20,000 to 2.8
+// million), and the filter grows: 1.4 times the keys grew a second
+// sub-filter from 500,000 keys on, 1.5 times did not (README, Bulk import).
+const cuckooHeadroom = 15
 
 // check refuses flags that cannot work, before anything is read or sent.
 func (o *importOptions) check() error {
@@ -281,6 +294,15 @@ func (im *importer) create(ctx context.Context) error {
 			if !exact {
 				how = " (the input's lines, estimated from its size)"
 			}
+			if o.kind == "cf" {
+				// A cuckoo filter grows a sub-filter once it is about 70%
+				// full: room for every line takes 1.5 times them.
+				capacity = (n*cuckooHeadroom + 9) / 10
+				how = " (1.5x the input's line count)"
+				if !exact {
+					how = " (1.5x the input's lines, estimated from its size)"
+				}
+			}
 		} else {
 			capacity, how = 1000000, " (the default: the size of the input is not known)"
 		}
@@ -329,13 +351,55 @@ func (im *importer) describeExisting(ctx context.Context) error {
 		im.logf("note: --capacity %d applies only to a filter this creates; %q keeps its capacity %s\n",
 			o.capacity, o.key, capacity)
 	}
-	if r, ok := in["Error rate"]; ok && o.set["error-rate"] {
-		if v, err := strconv.ParseFloat(r, 64); err == nil && math.Abs(v-o.errorRate) > 1e-12 {
-			im.logf("note: --error-rate %g applies only to a filter this creates; %q keeps its error rate %g\n",
-				o.errorRate, o.key, v)
-		}
-	} else if o.set["error-rate"] {
-		im.logf("note: --error-rate applies only to a filter this creates; %q keeps its own\n", o.key)
+	if !o.set["error-rate"] {
+		return nil
+	}
+	if o.kind == "cf" {
+		im.logf("note: a cuckoo filter takes no error rate (CF.RESERVE has none): --error-rate was not used\n")
+		return nil
+	}
+	// Only a rate read from the filter is compared; one that cannot be
+	// read draws no note, rather than a guess.
+	if v, ok := im.errorRateOf(ctx, in); ok && math.Abs(v-o.errorRate) > 1e-9*o.errorRate {
+		im.logf("note: --error-rate %g applies only to a filter this creates; %q keeps its error rate %g\n",
+			o.errorRate, o.key, v)
 	}
 	return nil
+}
+
+// errorRateOf is the error rate the filter was created with: CBF.INFO says
+// it; of a Bloom filter, BF.DEBUG gives its first sub-filter's, which is
+// half the rate asked for when the filter scales (RedisBloom's rule). ok is
+// false when it cannot be read.
+func (im *importer) errorRateOf(ctx context.Context, in map[string]string) (float64, bool) {
+	if r, ok := in["Error rate"]; ok {
+		v, err := strconv.ParseFloat(r, 64)
+		return v, err == nil
+	}
+	if im.o.kind != "bf" {
+		return 0, false
+	}
+	ro, err := im.o.target.options()
+	if err != nil {
+		return 0, false
+	}
+	rc := redis.NewClient(ro)
+	defer rc.Close()
+	lines, err := rc.Do(ctx, "BF.DEBUG", im.o.key).StringSlice()
+	if err != nil || len(lines) < 2 {
+		return 0, false
+	}
+	for _, f := range strings.Fields(lines[1]) {
+		if r, ok := strings.CutPrefix(f, "ratio:"); ok {
+			v, err := strconv.ParseFloat(r, 64)
+			if err != nil {
+				return 0, false
+			}
+			if in["Expansion rate"] != "" {
+				v *= 2 // a scaling filter: the first sub-filter has half
+			}
+			return v, true
+		}
+	}
+	return 0, false
 }

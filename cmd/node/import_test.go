@@ -212,9 +212,9 @@ func TestImportKinds(t *testing.T) {
 		t.Errorf("CBF.COUNT %v", n)
 	}
 
-	// Created with the line count as its capacity.
+	// Created with room for the input: 1.5 times its lines.
 	code, out, errOut = runImport(t, nil, "--addr", p.RESP, "--key", "coupons", "--kind", "cf", file)
-	if code != 0 || !strings.Contains(errOut, `created cuckoo filter "coupons": capacity 2000 (the input's line count)`) {
+	if code != 0 || !strings.Contains(errOut, `created cuckoo filter "coupons": capacity 3000 (1.5x the input's line count)`) {
 		t.Fatalf("cf: exit %d\n%s%s", code, out, errOut)
 	}
 	if n := infoInt64(t, c, "CF", "coupons", "Number of items inserted"); n != 2000 {
@@ -253,7 +253,7 @@ func TestImportKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut = runImport(t, nil, "--addr", p.RESP, "--key", "small", "--kind", "cf", "--chunk", "100", "--inflight", "1", file)
-	m := resumeLine.FindStringSubmatch(out)
+	m := resumeLine.FindStringSubmatch(errOut)
 	if code != 1 || m == nil || !strings.Contains(errOut, "stopped by an error") || !strings.Contains(errOut, "no room") ||
 		!strings.Contains(errOut, "some keys after it were (or may have been) added too") {
 		t.Fatalf("a full filter: exit %d\n%s%s", code, out, errOut)
@@ -311,7 +311,7 @@ func TestImportErrors(t *testing.T) {
 	}
 }
 
-var resumeLine = regexp.MustCompile(`resume with --skip (\d+)`)
+var resumeLine = regexp.MustCompile(`to resume, run the same command with --skip (\d+)`)
 
 // interruptImport starts `rookery import` with args, sends it sig once it has
 // loaded some keys, checks that it stops as documented, and returns the line
@@ -347,9 +347,13 @@ func interruptImport(t *testing.T, sig syscall.Signal, args ...string) int {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
 		t.Fatalf("interrupted import: %v\n%s%s", err, out.String(), log.String())
 	}
-	m := resumeLine.FindStringSubmatch(out.String())
+	m := resumeLine.FindStringSubmatch(log.String())
 	if m == nil || !strings.Contains(log.String(), "nothing after it was sent") {
 		t.Fatalf("no resume line:\n%s%s", out.String(), log.String())
+	}
+	// Said once (issue 19, point 9): not again on stdout.
+	if n := strings.Count(out.String()+log.String(), "--skip"); n != 1 {
+		t.Errorf("the line to resume from is given %d times:\n%s%s", n, out.String(), log.String())
 	}
 	skip, _ := strconv.Atoi(m[1])
 	if skip == 0 {
@@ -464,5 +468,43 @@ func TestImportTLS(t *testing.T) {
 	code, out, errOut = runImport(t, nil, "--addr", p.RESP, "--key", "k", "--password", "s3cret", "--cacert", ca, file)
 	if code != 1 || !strings.Contains(errOut, "cannot reach the cluster") {
 		t.Errorf("without a client certificate: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestImportSizesAndNotes is issue 19's point 9: a cuckoo filter import
+// creates has room for its input (no second sub-filter), and running the
+// same command again into the filter it made draws no note about a
+// parameter that is the same; a rate that differs is named with the
+// filter's own.
+func TestImportSizesAndNotes(t *testing.T) {
+	p := devNode(t, t.TempDir())
+	c := p.client(2)
+	// 500,000 keys: from about there a cuckoo filter of 1.4 times the keys
+	// grows a second sub-filter (and one of the line count always does).
+	const keys = 500000
+	file := filepath.Join(t.TempDir(), "keys")
+	writeKeys(t, file, 0, keys, 0, false)
+
+	code, out, errOut := runImport(t, nil, "--addr", p.RESP, "--key", "cf", "--kind", "cf", file)
+	if code != 0 || !strings.Contains(errOut, `(1.5x the input's lines, estimated from its size)`) {
+		t.Fatalf("cf: exit %d\n%s%s", code, out, errOut)
+	}
+	if n := infoInt64(t, c, "CF", "cf", "Number of filters"); n != 1 {
+		t.Errorf("a cuckoo filter sized by import grew to %d sub-filters for its own input", n)
+	}
+
+	for _, kind := range []string{"bf", "cbf"} {
+		args := []string{"--addr", p.RESP, "--key", kind, "--kind", kind, "--error-rate", "0.001", "--capacity", "30000", "--skip", "480000", file}
+		if code, out, errOut := runImport(t, nil, args...); code != 0 {
+			t.Fatalf("%s: exit %d\n%s%s", kind, code, out, errOut)
+		}
+		code, out, errOut := runImport(t, nil, append(args, "--skip", "500000")...)
+		if code != 0 || strings.Contains(errOut, "note:") {
+			t.Errorf("%s, the same command again: exit %d, want no note\n%s%s", kind, code, out, errOut)
+		}
+		code, out, errOut = runImport(t, nil, "--addr", p.RESP, "--key", kind, "--kind", kind, "--error-rate", "0.01", "--skip", "500000", file)
+		if want := `note: --error-rate 0.01 applies only to a filter this creates; "` + kind + `" keeps its error rate 0.001`; code != 0 || !strings.Contains(errOut, want) {
+			t.Errorf("%s, another rate: exit %d, want %q\n%s%s", kind, code, want, out, errOut)
+		}
 	}
 }

@@ -254,9 +254,9 @@ func (im *importer) report(interrupted bool, readErr, loadErr error, acked int64
 		after = "some keys after it were (or may have been) added too: resuming adds them again, " +
 			"which a Bloom filter absorbs and a cuckoo filter stores as second copies"
 	}
+	// Once, on stderr with the why; the summary on stdout says "up to line N".
 	im.logf("%s\nevery line up to line %d is in the filter, %s; to resume, run the same command with --skip %d\n",
 		why, line, after, line)
-	fmt.Fprintf(im.stdout, "resume with --skip %d\n", line)
 	if interrupted {
 		return importExitInterrupted
 	}

@@ -11,12 +11,12 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/internal/toolclient"
 )
 
 // The operator's commands: they speak to a node's HTTP API with the same
@@ -25,15 +25,9 @@ func init() {
 	subcommands["members"] = membersCommand
 	subcommands["status"] = statusCommand
 	subcommands["raft"] = raftCommand
-	subcommands["wait"] = waitCommand
 }
 
-const opsFlagsUsage = `flags:
-  --addr HOST:PORT   HTTP address of a node (default 127.0.0.1:6480)
-  --cacert FILE      CA of the nodes' certificates: speak https (--http-tls)
-  --cert, --key FILE client certificate (with --tls-client-auth)
-  --password PW      the nodes' --requirepass (default: $ROOKERY_REQUIREPASS)
-  --format text|json output as aligned text (default) or the node's JSON
+const opsFlagsUsage = "flags:\n" + toolclient.FlagsUsage + `  --format text|json output as aligned text (default) or the node's JSON
 `
 
 const opsUsage = `usage:
@@ -43,7 +37,9 @@ const opsUsage = `usage:
   rookery raft remove-peer ID        remove server ID from the raft configuration
                                      (a running member removed so reports itself removed)
   rookery raft transfer-leader [ID]  hand leadership to ID, or to any other voter
-  rookery wait [--timeout 30s]       wait until the node is ready (/readyz answers 200)
+  rookery wait [--timeout 30s]       wait until the node is ready (/readyz answers 200):
+                                     each node of --addr; with no --addr, the first
+                                     of the local defaults to be ready
 
 ` + opsFlagsUsage
 
@@ -53,33 +49,30 @@ const opsTimeout = 30 * time.Second
 // opsCmd is one operator command being run.
 type opsCmd struct {
 	name           string
-	o              snapshotOptions
+	conn           toolclient.Config
 	format         string
 	timeout        time.Duration
 	args           []string
 	stdout, stderr io.Writer
 }
 
-// parse reads the flags (before or after the positional arguments) of command
-// name; nargs is the allowed number of positional arguments.
+// parseOps reads the flags (before or after the positional arguments) of
+// command name; minArgs and maxArgs bound the positional arguments.
 func parseOps(name string, args []string, env func(string) (string, bool), stdout, stderr io.Writer, minArgs, maxArgs int) (*opsCmd, int) {
 	c := &opsCmd{name: name, stdout: stdout, stderr: stderr}
 	fs := flag.NewFlagSet("rookery "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	c.o.password, _ = env("ROOKERY_REQUIREPASS")
-	fs.StringVar(&c.o.addr, "addr", "127.0.0.1:6480", "HTTP address of a node")
-	fs.StringVar(&c.o.caFile, "cacert", "", "PEM file of the CA that signed the nodes' certificates (https)")
-	fs.StringVar(&c.o.certFile, "cert", "", "client certificate to present (with --key)")
-	fs.StringVar(&c.o.keyFile, "key", "", "client private key")
-	fs.StringVar(&c.o.password, "password", c.o.password, "the nodes' password (default $ROOKERY_REQUIREPASS)")
+	var conn toolclient.Flags
+	conn.Register(fs, env)
 	fs.StringVar(&c.format, "format", "text", "text or json")
 	fs.DurationVar(&c.timeout, "timeout", opsTimeout, "how long to wait")
+	watch := watchFlags(fs)
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				fmt.Fprint(stderr, opsUsage)
 			} else {
-				fmt.Fprintf(stderr, "rookery %s: %v (rookery %s -h for help)\n", name, err, name)
+				fmt.Fprintf(stderr, "rookery %s: %v (rookery %s -h for help)\n", name, watch.explain(args, err), name)
 			}
 			return nil, 2
 		}
@@ -90,11 +83,11 @@ func parseOps(name string, args []string, env func(string) (string, bool), stdou
 		args = fs.Args()[1:]
 	}
 	var err error
+	c.conn, err = conn.Config()
 	switch {
+	case err != nil:
 	case len(c.args) < minArgs || len(c.args) > maxArgs:
 		err = fmt.Errorf("want %s", argCount(minArgs, maxArgs))
-	case (c.o.certFile == "") != (c.o.keyFile == ""):
-		err = errors.New("--cert and --key go together")
 	case c.format != "text" && c.format != "json":
 		err = fmt.Errorf("--format %q: want text or json", c.format)
 	case c.timeout <= 0:
@@ -105,6 +98,14 @@ func parseOps(name string, args []string, env func(string) (string, bool), stdou
 		return nil, 2
 	}
 	return c, 0
+}
+
+// client is the command's connection to the nodes; notes of addresses passed
+// over go to stderr.
+func (c *opsCmd) client() (*toolclient.Client, error) {
+	cfg := c.conn
+	cfg.Notes, cfg.HeaderTimeout = c.stderr, c.timeout
+	return toolclient.New(cfg)
 }
 
 func argCount(lo, hi int) string {
@@ -123,7 +124,7 @@ func argCount(lo, hi int) string {
 // leader) and decodes its 200 answer into v; with --format json it copies the
 // answer to stdout instead and returns handled.
 func (c *opsCmd) call(method, path string, v any) (handled bool, err error) {
-	cl, err := newSnapshotClient(&c.o, c.stderr)
+	cl, err := c.client()
 	if err != nil {
 		return false, err
 	}
@@ -131,7 +132,7 @@ func (c *opsCmd) call(method, path string, v any) (handled bool, err error) {
 	defer cancel()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	resp, err := cl.do(ctx, method, path, nil)
+	resp, err := cl.Do(ctx, method, path, nil)
 	if err != nil {
 		return false, err
 	}
@@ -310,9 +311,14 @@ func transferLeader(args []string, env func(string) (string, bool), stdout, stde
 	}
 	var res struct {
 		Leader string `json:"leader"`
+		Moved  *bool  `json:"moved"` // nil from a node that does not say
 	}
 	if done, err := c.call(http.MethodPost, path, &res); done || err != nil {
 		return exitOf(c, err)
+	}
+	if res.Moved != nil && !*res.Moved {
+		fmt.Fprintf(stdout, "%s leads already: nothing moved\n", res.Leader)
+		return 0
 	}
 	if res.Leader == "" {
 		fmt.Fprintln(stdout, "leadership transferred; the new leader is not known yet")
@@ -320,52 +326,6 @@ func transferLeader(args []string, env func(string) (string, bool), stdout, stde
 	}
 	fmt.Fprintf(stdout, "leadership transferred: %s leads now\n", res.Leader)
 	return 0
-}
-
-// waitCommand is `rookery wait`: it polls /readyz until it answers 200 and
-// exits 0, or exits 1 once --timeout has passed.
-func waitCommand(args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
-	c, code := parseOps("wait", args, env, stdout, stderr, 0, 0)
-	if c == nil {
-		return code
-	}
-	cl, err := newSnapshotClient(&c.o, stderr)
-	if err != nil {
-		return c.fail(err)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	deadline := time.Now().Add(c.timeout)
-	target := cl.base.ResolveReference(&url.URL{Path: "/readyz"}).String()
-	last := "no answer yet"
-	for {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, target, nil)
-		resp, err := cl.hc.Do(req)
-		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				cancel()
-				fmt.Fprintf(stdout, "%s is ready\n", cl.base.Host)
-				return 0
-			}
-			last = strings.TrimSpace(string(body))
-			if last == "" {
-				last = resp.Status
-			}
-		} else {
-			last = err.Error()
-		}
-		cancel()
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return c.fail(fmt.Errorf("%s not ready within %v (last: %s)", cl.base.Host, c.timeout, last))
-		}
-		select {
-		case <-time.After(200 * time.Millisecond):
-		case <-ctx.Done():
-		}
-	}
 }
 
 // exitOf is the exit code of a command that ended with err.

@@ -51,7 +51,8 @@ func TestOpsMembersStatusListPeers(t *testing.T) {
 	}
 	addr := c.Nodes[1].HTTP
 
-	// Gossip may take a moment to tell every node of every other.
+	// Gossip may take a moment to tell every node of every other, and Raft
+	// to bring it the configuration.
 	var rows []string
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -59,7 +60,9 @@ func TestOpsMembersStatusListPeers(t *testing.T) {
 		rows = tableRows(out)
 		alive := 0
 		for _, r := range rows {
-			if strings.Fields(r)[2] == "alive" {
+			// Alive to gossip, and a voter in this node's configuration: a
+			// node ready with a leader may not have the configuration yet.
+			if f := strings.Fields(r); f[2] == "alive" && f[4] == "voter" {
 				alive++
 			}
 		}
@@ -195,7 +198,7 @@ func TestOpsWait(t *testing.T) {
 	q := startProc(t, nil, args...)
 	start := time.Now()
 	code, _, errs := runOps(t, waitCommand, "--addr", q.HTTP, "--timeout", "1s")
-	if code != 1 || !strings.Contains(errs, "not ready within 1s (last: not ready: no leader)") {
+	if code != 1 || !strings.Contains(errs, "not ready within 1s: "+q.HTTP+" (last: not ready: no leader)") {
 		t.Errorf("wait on a node that cannot be ready: exit %d %q", code, errs)
 	}
 	if el := time.Since(start); el > 10*time.Second {

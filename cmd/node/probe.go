@@ -1,20 +1,25 @@
 package main
 
 import (
-	"crypto/tls"
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
-	"github.com/rookerydb/rookery/internal/certs"
+	"github.com/rookerydb/rookery/internal/toolclient"
 )
+
+// probeTimeout bounds one probe.
+const probeTimeout = 2 * time.Second
 
 // probe is `rookery probe [--cacert FILE] [--cert FILE --key FILE] URL`: it
 // exits 0 if URL answers 200 within two seconds, 1 otherwise. Container health
 // checks use it, since the image holds nothing but the binary (no curl, no
-// shell). An https URL is checked against --cacert (the cluster CA).
+// shell). An https URL is checked against --cacert (the cluster CA). A failure
+// says which flag fixes it, as the other tools do (internal/toolclient).
 func probe(args []string, out io.Writer) int {
 	fs := flag.NewFlagSet("rookery probe", flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -26,32 +31,24 @@ func probe(args []string, out io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if *caFile != "" {
-		cfg, err := certs.ClientConfig(*caFile, *certFile, *keyFile)
-		if err != nil {
-			fmt.Fprintln(out, "probe:", err)
-			return 1
-		}
-		tr.TLSClientConfig = cfg
-	} else if *certFile != "" {
-		kp, err := tls.LoadX509KeyPair(*certFile, *keyFile)
-		if err != nil {
-			fmt.Fprintln(out, "probe:", err)
-			return 1
-		}
-		tr.TLSClientConfig = &tls.Config{Certificates: []tls.Certificate{kp}}
+	u, err := url.Parse(fs.Arg(0))
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		fmt.Fprintf(out, "probe: %q: want an http:// or https:// URL\n", fs.Arg(0))
+		return 2
 	}
-	c := http.Client{Timeout: 2 * time.Second, Transport: tr}
-	resp, err := c.Get(fs.Arg(0))
+	c, err := toolclient.New(toolclient.Config{Addrs: []string{u.Scheme + "://" + u.Host}, AddrFrom: "the URL", AddrFlag: "the URL",
+		CAFile: *caFile, CAFrom: "--cacert", CertFile: *certFile, KeyFile: *keyFile, HeaderTimeout: probeTimeout})
 	if err != nil {
 		fmt.Fprintln(out, "probe:", err)
 		return 1
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintln(out, "probe:", resp.Status)
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	resp, err := c.DoAt(ctx, 0, http.MethodGet, u.RequestURI(), nil)
+	if err != nil {
+		fmt.Fprintln(out, "probe:", err)
 		return 1
 	}
+	resp.Body.Close()
 	return 0
 }

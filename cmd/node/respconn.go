@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rookerydb/rookery/internal/certs"
+	"github.com/rookerydb/rookery/internal/toolclient"
 )
 
 // respTarget is how a tool reaches a server's RESP port: an address (HOST:PORT,
@@ -29,7 +30,14 @@ type respTarget struct {
 // help naming what the target is.
 func (t *respTarget) flags(fs *flag.FlagSet, prefix, what, defAddr string, env func(string) (string, bool)) {
 	if prefix == "" {
-		t.password, _ = env("ROOKERY_REQUIREPASS")
+		// The cluster's own settings, as the HTTP tools read them
+		// (internal/toolclient).
+		for _, name := range []string{toolclient.EnvPassword, toolclient.EnvRequirePass} {
+			if v, ok := env(name); ok && v != "" && t.password == "" {
+				t.password = v
+			}
+		}
+		t.caFile, _ = env(toolclient.EnvCACert)
 	}
 	addrFlag := "addr"
 	if prefix != "" {
@@ -37,7 +45,7 @@ func (t *respTarget) flags(fs *flag.FlagSet, prefix, what, defAddr string, env f
 	}
 	fs.StringVar(&t.addr, addrFlag, defAddr, what+": HOST:PORT or redis://[[user]:password@]host:port[/db], rediss:// for TLS")
 	fs.StringVar(&t.password, prefix+"password", t.password, what+"'s password (AUTH)")
-	fs.StringVar(&t.caFile, prefix+"cacert", "", "PEM file of the CA that signed "+what+"'s certificate: speak TLS")
+	fs.StringVar(&t.caFile, prefix+"cacert", t.caFile, "PEM file of the CA that signed "+what+"'s certificate: speak TLS")
 	keyFlag := prefix + "key"
 	if t.keyFlag != "" {
 		keyFlag = t.keyFlag

@@ -3,14 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,7 +18,7 @@ import (
 	"time"
 
 	"github.com/rookerydb/rookery/cluster"
-	"github.com/rookerydb/rookery/internal/certs"
+	"github.com/rookerydb/rookery/internal/toolclient"
 )
 
 const snapshotUsage = `usage:
@@ -33,23 +31,15 @@ const snapshotUsage = `usage:
   rookery snapshot inspect FILE
       verify FILE and describe it: index, term, configuration, filters
 
-flags of save and restore:
-  --addr HOST:PORT   HTTP address of any node (default 127.0.0.1:6480); a
-                     follower sends the command on to the leader
-  --cacert FILE      CA of the nodes' certificates: speak https (--http-tls)
-  --cert, --key FILE client certificate (with --tls-client-auth)
-  --password PW      the nodes' --requirepass (default: $ROOKERY_REQUIREPASS)
-  --stale            save: back up the given node's own state, even on a
+flags of save and restore (any node will do: a follower sends the command
+on to the leader):
+` + toolclient.FlagsUsage + `  --stale            save: back up the given node's own state, even on a
                      follower (cheaper for the leader; may miss recent writes)
 `
 
-const (
-	// snapshotWait bounds the wait for a node's answer: taking a snapshot of a
-	// large state, or restoring one and installing it on every follower.
-	snapshotWait = 10 * time.Minute
-	// maxRedirects bounds how often a follower may send the command on.
-	maxRedirects = 5
-)
+// snapshotWait bounds the wait for a node's answer: taking a snapshot of a
+// large state, or restoring one and installing it on every follower.
+const snapshotWait = 10 * time.Minute
 
 // snapshotCommand is `rookery snapshot save|restore|inspect`. It returns the
 // exit code: 0 done, 1 failed (nothing changed, no file written), 2 usage.
@@ -85,24 +75,19 @@ func snapshotCommand(args []string, env func(string) (string, bool), stdout, std
 
 // snapshotOptions are the flags and the file of one snapshot command.
 type snapshotOptions struct {
-	addr, caFile, certFile, keyFile, password string
-	stale                                     bool
-	file                                      string
+	conn  toolclient.Config
+	stale bool
+	file  string
 }
 
 func parseSnapshotFlags(sub string, args []string, env func(string) (string, bool), stderr io.Writer) (*snapshotOptions, error) {
 	o := &snapshotOptions{}
 	fs := flag.NewFlagSet("rookery snapshot "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, snapshotUsage) }
+	fs.SetOutput(io.Discard)
+	var conn toolclient.Flags
 	switch sub {
 	case "save", "restore":
-		o.password, _ = env("ROOKERY_REQUIREPASS")
-		fs.StringVar(&o.addr, "addr", "127.0.0.1:6480", "HTTP address of any node")
-		fs.StringVar(&o.caFile, "cacert", "", "PEM file of the CA that signed the nodes' certificates (https)")
-		fs.StringVar(&o.certFile, "cert", "", "client certificate to present (with --key)")
-		fs.StringVar(&o.keyFile, "key", "", "client private key")
-		fs.StringVar(&o.password, "password", o.password, "the nodes' password (default $ROOKERY_REQUIREPASS)")
+		conn.Register(fs, env)
 		if sub == "save" {
 			fs.BoolVar(&o.stale, "stale", false, "back up the given node's own state, even on a follower")
 		}
@@ -111,10 +96,15 @@ func parseSnapshotFlags(sub string, args []string, env func(string) (string, boo
 		return nil, fmt.Errorf("unknown command %q", sub)
 	}
 	// Flags may come after the file too: parse again after each positional.
+	watch := watchFlags(fs)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(stderr, snapshotUsage)
+				return nil, err
+			}
+			return nil, watch.explain(args, err)
 		}
 		if fs.NArg() == 0 {
 			break
@@ -125,17 +115,27 @@ func parseSnapshotFlags(sub string, args []string, env func(string) (string, boo
 	if len(pos) != 1 {
 		return nil, errors.New("want exactly one FILE")
 	}
-	if (o.certFile == "") != (o.keyFile == "") {
-		return nil, errors.New("--cert and --key go together")
+	if sub != "inspect" {
+		var err error
+		if o.conn, err = conn.Config(); err != nil {
+			return nil, err
+		}
 	}
 	o.file = pos[0]
 	return o, nil
 }
 
+// snapshotClient is the connection of save and restore to the nodes.
+func snapshotClient(o *snapshotOptions, stderr io.Writer) (*toolclient.Client, error) {
+	cfg := o.conn
+	cfg.HeaderTimeout, cfg.Notes = snapshotWait, stderr
+	return toolclient.New(cfg)
+}
+
 // snapshotSave downloads a backup, verifying it as it arrives, and renames it
 // into place only once every checksum has held.
 func snapshotSave(ctx context.Context, o *snapshotOptions, stdout, stderr io.Writer) error {
-	c, err := newSnapshotClient(o, stderr)
+	c, err := snapshotClient(o, stderr)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func snapshotSave(ctx context.Context, o *snapshotOptions, stdout, stderr io.Wri
 	if o.stale {
 		path += "?stale=1"
 	}
-	resp, err := c.do(ctx, http.MethodGet, path, nil)
+	resp, err := c.Do(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return err
 	}
@@ -204,11 +204,11 @@ func snapshotRestore(ctx context.Context, o *snapshotOptions, stdout, stderr io.
 	if err != nil {
 		return fmt.Errorf("refusing to restore %s, nothing was sent: %w", o.file, err)
 	}
-	c, err := newSnapshotClient(o, stderr)
+	c, err := snapshotClient(o, stderr)
 	if err != nil {
 		return err
 	}
-	resp, err := c.do(ctx, http.MethodPost, "/v1/snapshot/restore", func() (io.Reader, int64) {
+	resp, err := c.Do(ctx, http.MethodPost, "/v1/snapshot/restore", func() (io.Reader, int64) {
 		return io.NewSectionReader(f, 0, info.FileBytes), info.FileBytes
 	})
 	if err != nil {
@@ -263,117 +263,4 @@ func snapshotInspect(file string, stdout io.Writer) error {
 		fmt.Fprintf(tw, "%q\t%s\t%d\t%d\t%d\n", in.Key, in.Kind, in.Items, in.Capacity, in.Size)
 	}
 	return tw.Flush()
-}
-
-// snapshotClient talks to the nodes' HTTP faces.
-type snapshotClient struct {
-	hc       *http.Client
-	base     *url.URL
-	password string
-	stderr   io.Writer
-}
-
-func newSnapshotClient(o *snapshotOptions, stderr io.Writer) (*snapshotClient, error) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.ResponseHeaderTimeout = snapshotWait
-	// The restore's upload waits for the node's word first, so that a refusal
-	// or a redirect costs nothing of the file.
-	tr.ExpectContinueTimeout = 10 * time.Second
-	scheme := "http"
-	switch {
-	case o.caFile != "":
-		cfg, err := certs.ClientConfig(o.caFile, o.certFile, o.keyFile)
-		if err != nil {
-			return nil, err
-		}
-		tr.TLSClientConfig, scheme = cfg, "https"
-	case o.certFile != "":
-		kp, err := tls.LoadX509KeyPair(o.certFile, o.keyFile)
-		if err != nil {
-			return nil, err
-		}
-		tr.TLSClientConfig, scheme = &tls.Config{Certificates: []tls.Certificate{kp}}, "https"
-	}
-	raw := o.addr
-	if !strings.Contains(raw, "://") {
-		raw = scheme + "://" + raw
-	}
-	base, err := url.Parse(raw)
-	if err != nil || base.Host == "" {
-		return nil, fmt.Errorf("--addr %q: want HOST:PORT", o.addr)
-	}
-	return &snapshotClient{
-		hc: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse // do follows them itself
-		}},
-		base: base, password: o.password, stderr: stderr,
-	}, nil
-}
-
-// do sends method path to the node, following a follower's redirect to the
-// leader with the same credentials, and returns a 200 answer; anything else is
-// an error carrying the node's message. body, if set, gives the request body
-// afresh for each attempt.
-func (c *snapshotClient) do(ctx context.Context, method, path string, body func() (io.Reader, int64)) (*http.Response, error) {
-	target := c.base.ResolveReference(&url.URL{Path: path})
-	if p, q, ok := strings.Cut(path, "?"); ok {
-		target = c.base.ResolveReference(&url.URL{Path: p, RawQuery: q})
-	}
-	for hop := 0; ; hop++ {
-		var rd io.Reader
-		var size int64
-		if body != nil {
-			rd, size = body()
-		}
-		req, err := http.NewRequestWithContext(ctx, method, target.String(), rd)
-		if err != nil {
-			return nil, err
-		}
-		if body != nil {
-			req.ContentLength = size
-			req.Header.Set("Content-Type", "application/octet-stream")
-			req.Header.Set("Expect", "100-continue")
-		}
-		if c.password != "" {
-			req.Header.Set("Authorization", "Bearer "+c.password)
-		}
-		resp, err := c.hc.Do(req)
-		if err != nil {
-			if hop > 0 {
-				return nil, fmt.Errorf("the leader at %s could not be reached (%v); if the nodes advertise addresses this host cannot use, give the leader's address with --addr", target.Host, err)
-			}
-			return nil, err
-		}
-		if resp.StatusCode == http.StatusOK {
-			return resp, nil
-		}
-		msg := errorMessage(resp)
-		if resp.StatusCode != http.StatusTemporaryRedirect {
-			return nil, fmt.Errorf("%s: %s: %s", target.Host, resp.Status, msg)
-		}
-		next, err := target.Parse(resp.Header.Get("Location"))
-		switch {
-		case err != nil || next.Host == "":
-			return nil, fmt.Errorf("%s sent a redirect without a usable address: %q", target.Host, resp.Header.Get("Location"))
-		case hop == maxRedirects:
-			return nil, fmt.Errorf("%s: still not the leader after %d redirects; is the cluster electing one?", next.Host, hop)
-		case target.Scheme == "https" && next.Scheme != "https":
-			return nil, fmt.Errorf("%s redirected to %s, which is not https; refusing to send credentials in plain text", target.Host, next)
-		}
-		fmt.Fprintf(c.stderr, "%s is not the leader; going on to %s\n", target.Host, next.Host)
-		target = next
-	}
-}
-
-// errorMessage is the "error" of a node's JSON answer, or its start.
-func errorMessage(resp *http.Response) string {
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	var e struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(raw, &e) == nil && e.Error != "" {
-		return e.Error
-	}
-	return strings.TrimSpace(string(raw))
 }

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 
 	"github.com/rookerydb/rookery/fsm"
 	"github.com/rookerydb/rookery/internal/atomicfile"
@@ -28,9 +31,10 @@ const opMap byte = 7
 // cluster of one group, as before shards).
 func (n *Node) clusterMap() *fsm.Map { return n.cmap.Load() }
 
-// adoptMap keeps m if it is newer than the map this node holds: it writes it
-// to MapFile, gossips its version and wakes the shard loop. A map never goes
-// back to an older version.
+// adoptMap keeps m if it is newer than the map this node holds and wakes the
+// shard loop, which writes it to MapFile and gossips its version (keepMap).
+// A map never goes back to an older version. It may run on group 0's apply
+// goroutine, so it does no I/O itself.
 func (n *Node) adoptMap(m *fsm.Map, from string) bool {
 	if m == nil || m.Check() != nil {
 		return false
@@ -44,15 +48,25 @@ func (n *Node) adoptMap(m *fsm.Map, from string) bool {
 			break
 		}
 	}
-	if err := atomicfile.Write(filepath.Join(n.cfg.DataDir, MapFile), fsm.EncodeMap(m), 0o644); err != nil {
-		n.warnEvery("map-file", "cannot keep the cluster map on disk", "err", err)
-	}
 	n.log.Info("cluster map", "version", m.Version, "shards", m.Shards(), "replicas", m.Replicas, "from", from)
 	n.kickShards()
+	return true
+}
+
+// keepMap writes the map to MapFile and gossips its version, once per
+// version (the shard loop calls it).
+func (n *Node) keepMap(m *fsm.Map) {
+	if m.Version <= n.keptMap {
+		return
+	}
+	if err := atomicfile.Write(filepath.Join(n.cfg.DataDir, MapFile), fsm.EncodeMap(m), 0o644); err != nil {
+		n.warnEvery("map-file", "cannot keep the cluster map on disk", "err", err)
+		return
+	}
+	n.keptMap = m.Version
 	if n.ml != nil && n.delegate != nil {
 		n.regossip()
 	}
-	return true
 }
 
 // loadMap reads MapFile, if the node kept one.
@@ -71,6 +85,7 @@ func (n *Node) loadMap() error {
 		return nil
 	}
 	n.cmap.Store(m)
+	n.keptMap = m.Version
 	return nil
 }
 
@@ -109,7 +124,11 @@ func shardOf(m *fsm.Map, key string) int {
 	return max(m.ShardOf(slot.OfString(key)), 0)
 }
 
-// leads lists the shards whose groups this node leads now.
+// ShardOf is the shard of key under the cluster map this node holds (0
+// before there is one).
+func (n *Node) ShardOf(key string) int { return shardOf(n.clusterMap(), key) }
+
+// leads lists the groups this node leads now.
 func (n *Node) leads() []int {
 	if n.group == nil || n.group.raft == nil {
 		return nil
@@ -123,6 +142,19 @@ func (n *Node) leads() []int {
 	return out
 }
 
+// leadershipChanged wakes the shard loop, which gossips which groups this
+// node leads now (others route to a shard's leader by it).
+func (n *Node) leadershipChanged() { n.kickShards() }
+
+// gossipLeads gossips the groups this node leads when they changed (the
+// shard loop calls it).
+func (n *Node) gossipLeads() {
+	if l := n.leads(); !slices.Equal(l, n.gossipedLeads) {
+		n.gossipedLeads = l
+		n.regossip()
+	}
+}
+
 // kickShards wakes the shard loop.
 func (n *Node) kickShards() {
 	select {
@@ -134,3 +166,31 @@ func (n *Node) kickShards() {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// shardAddr is where to send a request for shard s from a node that holds
+// no replica of it: the Raft address of the node that gossips that it leads
+// the shard's group, else of the map's preferred leader, else of its first
+// replica gossip knows alive.
+func (n *Node) shardAddr(m *fsm.Map, s int) string {
+	gid := groupOf(m, s)
+	mg := m.Groups[s]
+	alive := map[string]string{}
+	for _, mem := range n.members() {
+		if mem.state != memberlist.StateAlive || mem.Raft == "" {
+			continue
+		}
+		if slices.Contains(mem.Leads, gid) && slices.Contains(mg.Replicas, mem.ID) {
+			return mem.Raft
+		}
+		alive[mem.ID] = mem.Raft
+	}
+	if a := alive[mg.Leader]; a != "" {
+		return a
+	}
+	for _, id := range mg.Replicas {
+		if a := alive[id]; a != "" {
+			return a
+		}
+	}
+	return ""
+}

@@ -74,8 +74,12 @@ func newGroup(n *Node, id int, dir string) *group {
 		raftDown:   make(chan struct{}),
 	}
 	cfg := n.cfg
-	g.fsm = fsm.New(fsm.Options{SessionTTL: cfg.SessionTTL, Logger: cfg.Logger, MaxFormat: n.logFormat(),
-		OnExpire: cfg.testOnExpire})
+	opts := fsm.Options{SessionTTL: cfg.SessionTTL, Logger: cfg.Logger, MaxFormat: n.logFormat(), OnExpire: cfg.testOnExpire}
+	if id == 0 {
+		// Group 0 holds the cluster map; the node adopts each version.
+		opts.OnMap = func(m *fsm.Map) { n.adoptMap(m, "group 0") }
+	}
+	g.fsm = fsm.New(opts)
 	g.reads = &reader{self: cfg.ID, call: g.call, skipConfirm: func() bool { return mutant.On(mutant.SkipVerifyLeader) }}
 	g.leaderGate = newGate(g.reads.leaderRound)
 	g.remoteGate = newGate(g.reads.remoteIndex)

@@ -185,6 +185,14 @@ func (n *Node) tendMembership() {
 		n.regossip()
 	}
 	hint, _ := n.heal.hint.Load().(string)
+	if n.clusterMap() != nil {
+		// Sharded: a node out of group 0 is one the map does not place
+		// shard 0 on, not one removed from the cluster.
+		if !book.Left {
+			n.setRemoved("")
+			return
+		}
+	}
 	n.setRemoved(removedReason(selfView{In: in, Led: led, Servers: len(servers), Hint: hint, Member: book.Member, Left: book.Left}))
 }
 

@@ -238,7 +238,9 @@ func (n *Node) membershipLoop() {
 	for {
 		n.maybeBootstrap()
 		n.tendMembership()
-		if n.IsLeader() {
+		// With a cluster map, group 0 is a shard like the others: the map
+		// places it and the shard loop moves it (shardloop.go).
+		if n.IsLeader() && n.clusterMap() == nil {
 			n.reconcile()
 		}
 		select {

@@ -46,12 +46,14 @@ type Node struct {
 	groupsMu sync.Mutex
 	groups   map[int]*group // open groups other than group 0, by id
 
-	cmap      atomic.Pointer[fsm.Map] // the newest cluster map this node holds (clustermap.go)
-	fetching  atomic.Bool             // a map is being fetched from a member
-	shardKick chan struct{}           // the map or a leadership changed: look at the groups
-	// propose proposes a new version of the cluster map to group 0 (nil:
-	// this build cannot, and the controller does not run).
-	propose func(m *fsm.Map) error
+	cmap     atomic.Pointer[fsm.Map] // the newest cluster map this node holds (clustermap.go)
+	fetching atomic.Bool             // a map is being fetched from a member
+	keptMap  uint64                  // the map version in MapFile (shard loop only)
+	// gossipedLeads are the groups this node last gossiped it leads (shard loop only).
+	gossipedLeads []int
+
+	cmdHandler atomic.Pointer[CommandHandler] // runs forwarded commands (forward.go)
+	shardKick  chan struct{}                  // the map or a leadership changed: look at the groups
 
 	recMu sync.Mutex
 	rec   *reconciler // membership decisions' memory (plan.go)

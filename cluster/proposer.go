@@ -58,7 +58,41 @@ func (n *Node) Submit(cmd *fsm.Command) *Future {
 		fut.Resolve(nil, err)
 		return fut
 	}
-	return n.group.submit(cmd)
+	m := n.clusterMap()
+	if m == nil {
+		return n.group.submit(cmd)
+	}
+	return n.SubmitTo(shardOf(m, cmd.Key), cmd)
+}
+
+// SubmitTo queues a write to shard s (a keyless write fanned out to every
+// shard, such as FLUSHALL, names each): to the shard's group here if the map
+// places it here, else forwarded to the node that leads it.
+func (n *Node) SubmitTo(s int, cmd *fsm.Command) *Future {
+	m := n.clusterMap()
+	if m == nil {
+		return n.group.submit(cmd)
+	}
+	fut := NewFuture()
+	if s < 0 || s >= m.Shards() {
+		fut.Resolve(nil, fmt.Errorf("%w: shard %d of %d", ErrNotHosted, s, m.Shards()))
+		return fut
+	}
+	gid := groupOf(m, s)
+	if g := n.groupByID(gid); g != nil && n.wants(m, s) {
+		return g.submit(cmd)
+	}
+	if !m.Groups[s].Created {
+		fut.Resolve(nil, fmt.Errorf("%w: shard %d is not created yet", ErrNoLeader, s))
+		return fut
+	}
+	addr := n.shardAddr(m, s)
+	if addr == "" {
+		fut.Resolve(nil, fmt.Errorf("%w: no replica of shard %d is known", ErrNoLeader, s))
+		return fut
+	}
+	n.forwardTo(gid, addr, cmd, fut, n.stop)
+	return fut
 }
 
 // submit queues a write to the group: proposed on its leader, forwarded to
@@ -83,22 +117,29 @@ func (g *group) submitLocal(cmd *fsm.Command, fut *Future) { g.prop.submit(cmd, 
 
 // forward sends cmd to the leader at addr and resolves fut with its answer.
 func (g *group) forward(addr string, cmd *fsm.Command, fut *Future) {
+	g.n.forwardTo(g.id, addr, cmd, fut, g.stop)
+}
+
+// forwardTo sends cmd, for group gid, to the node at addr (its leader, or a
+// replica that forwards it on) and resolves fut with the answer.
+func (n *Node) forwardTo(gid int, addr string, cmd *fsm.Command, fut *Future, stop <-chan struct{}) {
 	// In the version the whole cluster reads, since the leader may be older;
 	// a command that version cannot carry, the leader would refuse anyway.
-	v := g.n.forwardCodec()
+	v := n.forwardCodec()
 	if need := fsm.MinCodec(cmd); need > v {
 		fut.Resolve(nil, needsUpgrade(need, v))
 		return
 	}
-	ch, err := g.send(addr, opApply, fsm.EncodeCommandVersion(cmd, v))
+	op, body := groupOp(gid, opApply, fsm.EncodeCommandVersion(cmd, v))
+	ch, err := n.peer(addr).send(op, body)
 	if err != nil {
 		// Never sent: definitely not applied.
-		g.log.Debug("forward to leader", "leader", addr, "err", err)
+		n.log.Debug("forward to leader", "shard_group", gid, "leader", addr, "err", err)
 		fut.Resolve(nil, ErrNoLeader)
 		return
 	}
 	go func() {
-		timer := time.NewTimer(g.n.cfg.ApplyTimeout + time.Second)
+		timer := time.NewTimer(n.cfg.ApplyTimeout + time.Second)
 		defer timer.Stop()
 		select {
 		case r := <-ch:
@@ -117,7 +158,7 @@ func (g *group) forward(addr string, cmd *fsm.Command, fut *Future) {
 			}
 		case <-timer.C:
 			fut.Resolve(nil, fmt.Errorf("%w: no reply from the leader", ErrIndeterminate))
-		case <-g.stop:
+		case <-stop:
 			fut.Resolve(nil, fmt.Errorf("%w: node shutting down", ErrIndeterminate))
 		}
 	}()

@@ -74,6 +74,7 @@ func (g *group) leaderLoop() {
 				g.kickExpiry() // its state is now current: deadlines due?
 			}
 			g.n.membershipChanged()
+			g.n.leadershipChanged()
 		case <-g.stop:
 			return
 		}

@@ -66,6 +66,15 @@ func (n *Node) serveRPC(c net.Conn) {
 			}
 			_ = fw.send(id, code, out)
 		}
+		if op == opCommand {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, err := n.serveCommand(ctx, body)
+				reply(err, out)
+			}()
+			continue
+		}
 		if op == opMap {
 			var out []byte
 			if m := n.clusterMap(); m != nil {

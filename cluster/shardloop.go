@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/rookerydb/rookery/fsm"
+	"github.com/rookerydb/rookery/internal/slot"
 )
 
 // The shard loop keeps this node's groups in line with the cluster map
@@ -30,16 +31,42 @@ func (n *Node) shardLoop() {
 		case <-n.stop:
 			return
 		}
+		n.gossipLeads()
 		m := n.clusterMap()
 		if m == nil {
+			if n.IsLeader() && n.cfg.Shards > 0 {
+				n.createMap()
+			}
 			continue
 		}
+		n.keepMap(m)
+		n.noteConfigured(m)
 		n.tendGroups(m)
 		n.leadGroups(m)
-		if n.IsLeader() && n.propose != nil {
+		if n.IsLeader() {
 			n.control(m)
 		}
 	}
+}
+
+// Groups and shards: with a map, group 0 holds the map alone, on every node
+// (membership as before shards), and shard s is group s+1. Without a map,
+// group 0 is the one shard of every key.
+
+// groupOf is the group that holds shard s under map m.
+func groupOf(m *fsm.Map, s int) int {
+	if m == nil {
+		return 0
+	}
+	return s + 1
+}
+
+// shardOfGroup is the shard group g holds (-1 for group 0 under a map).
+func shardOfGroup(m *fsm.Map, g int) int {
+	if m == nil {
+		return 0
+	}
+	return g - 1
 }
 
 // wants reports whether map m places a replica of shard s on this node, or
@@ -53,11 +80,11 @@ func (n *Node) wants(m *fsm.Map, s int) bool {
 // create), and retires open groups m no longer places here once their
 // leaders no longer count this node in.
 func (n *Node) tendGroups(m *fsm.Map) {
-	for s := 1; s < m.Shards(); s++ {
+	for s := range m.Groups {
 		if !n.wants(m, s) {
 			continue
 		}
-		g, err := n.openGroup(s)
+		g, err := n.openGroup(groupOf(m, s))
 		if err != nil {
 			n.warnEvery("open-shard:"+itoa(s), "cannot open a shard the map places here", "shard", s, "err", err)
 			continue
@@ -69,30 +96,31 @@ func (n *Node) tendGroups(m *fsm.Map) {
 		}
 	}
 	for _, g := range n.openGroups() {
-		if g.id == 0 || g.id < m.Shards() && n.wants(m, g.id) {
+		s := shardOfGroup(m, g.id)
+		if g.id == 0 || s < m.Shards() && n.wants(m, s) {
 			continue
 		}
-		if n.retired(m, g) {
+		if n.retired(m, g, s) {
 			g.log.Info("the map no longer places this shard here, and its group no longer counts this node in: closing it")
 			if err := n.closeGroup(g.id, true); err != nil {
-				n.log.Warn("close a retired shard", "shard", g.id, "err", err)
+				n.log.Warn("close a retired shard", "shard", s, "err", err)
 			}
 		}
 	}
 }
 
-// retired reports whether group g, which map m no longer places here, can be
-// closed: a leader of it (asked over the Raft port) has a configuration
-// without this node. A group this node leads is not retired: its plan hands
-// leadership over first.
-func (n *Node) retired(m *fsm.Map, g *group) bool {
-	if g.id >= m.Shards() {
+// retired reports whether group g (of shard s), which map m no longer places
+// here, can be closed: a leader of it (asked over the Raft port) has a
+// configuration without this node. A group this node leads is not retired:
+// its plan hands leadership over first.
+func (n *Node) retired(m *fsm.Map, g *group, s int) bool {
+	if s >= m.Shards() {
 		return true
 	}
 	if g.IsLeader() {
 		return false
 	}
-	for _, id := range m.Groups[g.id].Replicas {
+	for _, id := range m.Groups[s].Replicas {
 		addr := n.raftAddrOf(id)
 		if addr == "" || id == n.cfg.ID {
 			continue
@@ -111,10 +139,11 @@ func (n *Node) retired(m *fsm.Map, g *group) bool {
 // leadGroups has each group this node leads move towards m's placement.
 func (n *Node) leadGroups(m *fsm.Map) {
 	for _, g := range n.openGroups() {
-		if g.id >= m.Shards() || !g.IsLeader() {
+		s := shardOfGroup(m, g.id)
+		if s < 0 || s >= m.Shards() || !g.IsLeader() {
 			continue
 		}
-		mg := m.Groups[g.id]
+		mg := m.Groups[s]
 		if len(mg.Replicas) == 0 {
 			continue
 		}
@@ -186,8 +215,63 @@ func (n *Node) control(m *fsm.Map) {
 		return
 	}
 	next.Version = m.Version + 1
-	if err := n.propose(next); err != nil {
+	if err := n.proposeMap(next); err != nil {
 		n.warnEvery("propose-map", "the controller could not change the cluster map", "version", next.Version, "err", err)
+	}
+}
+
+// proposeMap proposes m to group 0 and waits for it to be applied.
+func (n *Node) proposeMap(m *fsm.Map) error {
+	if err := m.Check(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+	defer cancel()
+	res, err := n.group.submit(&fsm.Command{Op: fsm.OpSetMap, Data: fsm.EncodeMap(m)}).Wait(ctx)
+	if err != nil {
+		return err
+	}
+	return res.Err
+}
+
+// createMap writes the cluster's first map, on group 0's leader of a node
+// started with --shards, once every member reads the map's log format: N
+// shards of contiguous slots, placed in turn over the live members, each to
+// be created by this node (group 0 keeps the map alone from then on).
+func (n *Node) createMap() {
+	if n.entryCodec() < fsm.CodecV7 {
+		n.warnEvery("map-format", "not sharding yet: a member of the cluster reads only an older log format; upgrade every node")
+		return
+	}
+	var nodes []string
+	for _, m := range n.members() {
+		if m.state == memberlist.StateAlive {
+			nodes = append(nodes, m.ID)
+		}
+	}
+	if !slices.Contains(nodes, n.cfg.ID) {
+		nodes = append(nodes, n.cfg.ID)
+	}
+	placed := initialPlacement(n.cfg.Shards, n.cfg.Replicas, nodes)
+	m := &fsm.Map{Version: 1, Replicas: n.cfg.Replicas}
+	for s, r := range slot.Ranges(n.cfg.Shards) {
+		g := fsm.MapGroup{First: r.First, Last: r.Last, Replicas: placed[s].Replicas, Leader: placed[s].Leader,
+			Creator: n.cfg.ID}
+		m.Groups = append(m.Groups, g)
+	}
+	if err := n.proposeMap(m); err != nil {
+		n.warnEvery("create-map", "could not write the cluster's first map", "err", err)
+		return
+	}
+	n.log.Info("sharded the cluster", "shards", n.cfg.Shards, "replicas", n.cfg.Replicas, "nodes", len(nodes))
+}
+
+// noteConfigured warns, once, when this node was started with other shard
+// settings than the cluster's map records: the map wins.
+func (n *Node) noteConfigured(m *fsm.Map) {
+	if n.cfg.Shards > 0 && (n.cfg.Shards != m.Shards() || n.cfg.Replicas != m.Replicas) {
+		n.warnEvery("shards-flag", "this node's --shards/--replicas differ from the cluster's; following the cluster",
+			"flag_shards", n.cfg.Shards, "flag_replicas", n.cfg.Replicas, "cluster_shards", m.Shards(), "cluster_replicas", m.Replicas)
 	}
 }
 
@@ -220,8 +304,9 @@ func (n *Node) settled(s int, replicas []string) bool {
 
 // shardStatus asks node id about its replica of shard s.
 func (n *Node) shardStatus(s int, id string) (peerStatus, bool) {
+	gid := s + 1
 	if id == n.cfg.ID {
-		if g := n.groupByID(s); g != nil {
+		if g := n.groupByID(gid); g != nil {
 			return g.peerStatus(), true
 		}
 		return peerStatus{}, false
@@ -232,7 +317,7 @@ func (n *Node) shardStatus(s int, id string) (peerStatus, bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	op, body := groupOp(s, opStatus, nil)
+	op, body := groupOp(gid, opStatus, nil)
 	b, err := n.peer(addr).call(ctx, op, body)
 	if err != nil {
 		return peerStatus{}, false

@@ -18,7 +18,7 @@ var flagGroups = []struct {
 	{"Node", []string{"id", "data-dir", "dev", "log-level"}},
 	{"Addresses", []string{"resp-addr", "resp-advertise", "http-addr", "http-advertise",
 		"raft-addr", "raft-advertise", "gossip-addr", "gossip-advertise"}},
-	{"Cluster", []string{"bootstrap-expect", "join", "dead-server-timeout", "leave-on-terminate", "read-consistency"}},
+	{"Cluster", []string{"bootstrap-expect", "join", "shards", "replicas", "dead-server-timeout", "leave-on-terminate", "read-consistency"}},
 	{"Filters", []string{"filter-layout"}},
 	{"Limits", []string{"max-memory", "max-item-size", "max-items", "max-capacity", "max-clients",
 		"max-request-size", "max-request-buffer", "auth-timeout", "timeout"}},

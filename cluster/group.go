@@ -93,12 +93,6 @@ func (g *group) call(ctx context.Context, addr string, op byte, body []byte) ([]
 	return g.n.peer(addr).call(ctx, op, body)
 }
 
-// send sends a request about this group without waiting (rpcClient.send).
-func (g *group) send(addr string, op byte, body []byte) (<-chan rpcResp, error) {
-	op, body = groupOp(g.id, op, body)
-	return g.n.peer(addr).send(op, body)
-}
-
 // open starts the group's raft over layer and the loops that serve it.
 func (g *group) open(layer raft.StreamLayer) error {
 	if err := g.startRaft(layer); err != nil {

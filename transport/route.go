@@ -30,12 +30,12 @@ var errCrossSlot = redisError("CROSSSLOT Keys in request don't hash to the same 
 
 // How a command spread over shards combines.
 const (
-	splitSum   = iota + 1 // keyed: one command per shard, integer replies summed
-	fanSum                // every shard: integer replies summed (DBSIZE)
-	fanConcat             // every shard: arrays concatenated (KEYS)
-	fanScan               // every shard: SCAN's cursors merged
-	fanOK                 // every shard: OK (FLUSHALL, FLUSHDB)
-	sameSlot              // keyed: every key in one slot or CROSSSLOT (RENAME)
+	splitSum  = iota + 1 // keyed: one command per shard, integer replies summed
+	fanSum               // every shard: integer replies summed (DBSIZE)
+	fanConcat            // every shard: arrays concatenated (KEYS)
+	fanScan              // every shard: SCAN's cursors merged
+	fanOK                // every shard: OK (FLUSHALL, FLUSHDB)
+	sameSlot             // keyed: every key in one slot or CROSSSLOT (RENAME)
 )
 
 // spread says how each command that spans shards is routed.
@@ -335,8 +335,10 @@ func (m multiQueries) Exists(fam fsm.Family, key string, items [][]byte) []bool 
 func (m multiQueries) Count(fam fsm.Family, key string, item []byte) uint64 {
 	return m.of(key).Count(fam, key, item)
 }
-func (m multiQueries) Card(key string) (uint64, error)                { return m.of(key).Card(key) }
-func (m multiQueries) Info(fam fsm.Family, key string) (fsm.Info, error) { return m.of(key).Info(fam, key) }
+func (m multiQueries) Card(key string) (uint64, error) { return m.of(key).Card(key) }
+func (m multiQueries) Info(fam fsm.Family, key string) (fsm.Info, error) {
+	return m.of(key).Info(fam, key)
+}
 func (m multiQueries) ScanDump(fam fsm.Family, key string, iter int64) (int64, []byte, error) {
 	return m.of(key).ScanDump(fam, key, iter)
 }

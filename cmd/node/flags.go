@@ -21,24 +21,24 @@ import (
 // environment as ROOKERY_<FLAG> (upper case, dashes as underscores); a flag on
 // the command line wins over the environment.
 type options struct {
-	id              string
-	dataDir         string
-	respAddr        string
-	respAdvertise   string
-	httpAddr        string
-	httpAdvertise   string
-	raftAddr        string
-	raftAdvertise   string
-	gossipAddr      string
-	gossipAdvertise string
-	gossipKey       string
+	id               string
+	dataDir          string
+	respAddr         string
+	respAdvertise    string
+	httpAddr         string
+	httpAdvertise    string
+	raftAddr         string
+	raftAdvertise    string
+	gossipAddr       string
+	gossipAdvertise  string
+	gossipKey        string
 	shards, replicas int
-	bootstrapExpect int
-	join            string
-	maxMemory       string
-	requirePass     string
-	logLevel        string
-	dev             bool
+	bootstrapExpect  int
+	join             string
+	maxMemory        string
+	requirePass      string
+	logLevel         string
+	dev              bool
 
 	deadServerTimeout  time.Duration
 	leaveOnTerminate   bool

@@ -167,30 +167,31 @@ func itoa(i int) string { return strconv.Itoa(i) }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
-// shardAddr is where to send a request for shard s from a node that holds
-// no replica of it: the Raft address of the node that gossips that it leads
-// the shard's group, else of the map's preferred leader, else of its first
-// replica gossip knows alive.
-func (n *Node) shardAddr(m *fsm.Map, s int) string {
+// shardAddrs lists where to send a request for shard s from a node that
+// holds no replica of it, best first: the Raft address of the node that
+// gossips that it leads the shard's group, then the map's preferred leader,
+// then its other replicas gossip knows alive.
+func (n *Node) shardAddrs(m *fsm.Map, s int) []string {
 	gid := groupOf(m, s)
 	mg := m.Groups[s]
 	alive := map[string]string{}
+	var out []string
 	for _, mem := range n.members() {
-		if mem.state != memberlist.StateAlive || mem.Raft == "" {
+		if mem.state != memberlist.StateAlive || mem.Raft == "" || !slices.Contains(mg.Replicas, mem.ID) {
 			continue
 		}
-		if slices.Contains(mem.Leads, gid) && slices.Contains(mg.Replicas, mem.ID) {
-			return mem.Raft
+		if slices.Contains(mem.Leads, gid) {
+			out = append(out, mem.Raft)
 		}
 		alive[mem.ID] = mem.Raft
 	}
-	if a := alive[mg.Leader]; a != "" {
-		return a
+	if a := alive[mg.Leader]; a != "" && !slices.Contains(out, a) {
+		out = append(out, a)
 	}
 	for _, id := range mg.Replicas {
-		if a := alive[id]; a != "" {
-			return a
+		if a := alive[id]; a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
 		}
 	}
-	return ""
+	return out
 }

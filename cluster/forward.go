@@ -75,15 +75,13 @@ func (n *Node) ReadBarrierOf(ctx context.Context, s int, level ReadLevel) error 
 }
 
 // Forward runs a client command on a node that holds shard s and returns its
-// reply as that node sent it.
+// reply as that node sent it. A node that cannot be reached (nothing sent) is
+// passed over for the next; once sent, a lost answer is ErrIndeterminate, as
+// the command may be a write.
 func (n *Node) Forward(ctx context.Context, s int, args [][]byte, proto int, stale bool) ([]byte, error) {
 	m := n.clusterMap()
 	if m == nil || s < 0 || s >= m.Shards() {
 		return nil, fmt.Errorf("%w: shard %d", ErrNotHosted, s)
-	}
-	addr := n.shardAddr(m, s)
-	if addr == "" {
-		return nil, fmt.Errorf("%w: no replica of shard %d is known", ErrNoLeader, s)
 	}
 	flags := byte(0)
 	if stale {
@@ -96,7 +94,27 @@ func (n *Node) Forward(ctx context.Context, s int, args [][]byte, proto int, sta
 		body = binary.AppendUvarint(body, uint64(len(a)))
 		body = append(body, a...)
 	}
-	return n.peer(addr).call(ctx, opCommand, body)
+	last := errors.New("no replica of the shard is known alive")
+	for _, addr := range n.shardAddrs(m, s) {
+		ch, err := n.peer(addr).send(opCommand, body)
+		if err != nil {
+			last = err
+			continue
+		}
+		select {
+		case r := <-ch:
+			switch {
+			case r.err != nil:
+				return nil, fmt.Errorf("%w: %v after forwarding to %s", ErrIndeterminate, r.err, addr)
+			case r.code != codeOK:
+				return nil, errOf(r.code, r.body)
+			}
+			return r.body, nil
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: no answer from %s: %v", ErrIndeterminate, addr, ctx.Err())
+		}
+	}
+	return nil, fmt.Errorf("%w: shard %d: %v", ErrNoLeader, s, last)
 }
 
 // serveCommand runs a forwarded command through the node's handler.

@@ -86,12 +86,12 @@ func (n *Node) SubmitTo(s int, cmd *fsm.Command) *Future {
 		fut.Resolve(nil, fmt.Errorf("%w: shard %d is not created yet", ErrNoLeader, s))
 		return fut
 	}
-	addr := n.shardAddr(m, s)
-	if addr == "" {
-		fut.Resolve(nil, fmt.Errorf("%w: no replica of shard %d is known", ErrNoLeader, s))
+	addrs := n.shardAddrs(m, s)
+	if len(addrs) == 0 {
+		fut.Resolve(nil, fmt.Errorf("%w: no replica of shard %d is known alive", ErrNoLeader, s))
 		return fut
 	}
-	n.forwardTo(gid, addr, cmd, fut, n.stop)
+	n.forwardTo(gid, addrs, cmd, fut, n.stop)
 	return fut
 }
 
@@ -117,12 +117,13 @@ func (g *group) submitLocal(cmd *fsm.Command, fut *Future) { g.prop.submit(cmd, 
 
 // forward sends cmd to the leader at addr and resolves fut with its answer.
 func (g *group) forward(addr string, cmd *fsm.Command, fut *Future) {
-	g.n.forwardTo(g.id, addr, cmd, fut, g.stop)
+	g.n.forwardTo(g.id, []string{addr}, cmd, fut, g.stop)
 }
 
-// forwardTo sends cmd, for group gid, to the node at addr (its leader, or a
-// replica that forwards it on) and resolves fut with the answer.
-func (n *Node) forwardTo(gid int, addr string, cmd *fsm.Command, fut *Future, stop <-chan struct{}) {
+// forwardTo sends cmd, for group gid, to the first node of addrs it reaches
+// (the group's leader, or a replica that forwards it on) and resolves fut with
+// the answer.
+func (n *Node) forwardTo(gid int, addrs []string, cmd *fsm.Command, fut *Future, stop <-chan struct{}) {
 	// In the version the whole cluster reads, since the leader may be older;
 	// a command that version cannot carry, the leader would refuse anyway.
 	v := n.forwardCodec()
@@ -131,10 +132,16 @@ func (n *Node) forwardTo(gid int, addr string, cmd *fsm.Command, fut *Future, st
 		return
 	}
 	op, body := groupOp(gid, opApply, fsm.EncodeCommandVersion(cmd, v))
-	ch, err := n.peer(addr).send(op, body)
+	var ch <-chan rpcResp
+	var err error
+	for _, addr := range addrs {
+		if ch, err = n.peer(addr).send(op, body); err == nil {
+			break
+		}
+		// Never sent: definitely not applied; the next may take it.
+		n.log.Debug("forward to leader", "group", gid, "to", addr, "err", err)
+	}
 	if err != nil {
-		// Never sent: definitely not applied.
-		n.log.Debug("forward to leader", "shard_group", gid, "leader", addr, "err", err)
 		fut.Resolve(nil, ErrNoLeader)
 		return
 	}

@@ -142,7 +142,10 @@ func (c *conn) forward(o op, sh int, args [][]byte, start time.Time) {
 	c.drain()
 	b, err := c.onShard(sh, args)
 	if err != nil {
-		c.answer(o, start, func(w *reply) { w.fail(readErr(err)) })
+		if o.kind != opWrite {
+			err = readErr(err) // a read changes nothing: never indeterminate
+		}
+		c.answer(o, start, func(w *reply) { w.fail(err) })
 		return
 	}
 	c.s.observe(o.name, o.def, replyOutcome(b, 0), start, false)
@@ -177,7 +180,10 @@ func (c *conn) split(o op, args [][]byte, shards map[int][]int, start time.Time)
 		}
 		b, err := c.onShard(sh, sub)
 		if err != nil {
-			failed = []byte("-" + renderErr(readErr(err)) + "\r\n")
+			if o.kind != opWrite {
+				err = readErr(err)
+			}
+			failed = []byte("-" + renderErr(err) + "\r\n")
 			continue
 		}
 		v, err := parseReply(b)

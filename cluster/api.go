@@ -69,6 +69,9 @@ type Status struct {
 	LogFormatUse int `json:"log_format_in_use,omitempty"`
 	// Problem says what keeps the node from serving, when something does.
 	Problem string `json:"problem,omitempty"`
+	// Shards lists this node's replicas of the shards of a sharded cluster
+	// (Filters and MemoryBytes are then theirs together).
+	Shards []ShardStatus `json:"shards,omitempty"`
 }
 
 // NodeInfo is one member of the cluster (the node list, /v1/nodes).

@@ -106,6 +106,11 @@ func (n *Node) Forward(ctx context.Context, s int, args [][]byte, proto int, sta
 			switch {
 			case r.err != nil:
 				return nil, fmt.Errorf("%w: %v after forwarding to %s", ErrIndeterminate, r.err, addr)
+			case r.code == codeNotHosted:
+				// Its map or its groups are behind or ahead of this node's:
+				// nothing ran there; another replica may take it.
+				last = errOf(r.code, r.body)
+				continue
 			case r.code != codeOK:
 				return nil, errOf(r.code, r.body)
 			}

@@ -300,7 +300,40 @@ func (n *Node) Status() Status {
 	if lc := n.raft.LastContact(); !lc.IsZero() && st.Role != "leader" {
 		st.LastContact = time.Since(lc).Round(time.Millisecond).String()
 	}
+	if m := n.clusterMap(); m != nil {
+		// Sharded: group 0 holds the map; the node's filters are its shards'.
+		st.Filters, st.MemoryBytes = 0, 0
+		for _, g := range n.openGroups() {
+			if g.id == 0 || g.raft == nil {
+				continue
+			}
+			ss := g.shardStatus(shardOfGroup(m, g.id))
+			st.Filters += ss.Filters
+			st.MemoryBytes += ss.MemoryBytes
+			st.Shards = append(st.Shards, ss)
+		}
+	}
 	return st
+}
+
+// ShardStatus is this node's replica of one shard (/v1/status, rookery
+// status).
+type ShardStatus struct {
+	Shard        int    `json:"shard"`
+	Role         string `json:"role"`
+	LeaderID     string `json:"leader_id"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Filters      int    `json:"filters"`
+	MemoryBytes  uint64 `json:"memory_bytes"`
+}
+
+func (g *group) shardStatus(shard int) ShardStatus {
+	lid, _ := g.Leader()
+	return ShardStatus{Shard: shard, Role: strings.ToLower(g.raft.State().String()), LeaderID: lid,
+		Term: g.raft.CurrentTerm(), CommitIndex: g.raft.CommitIndex(), AppliedIndex: g.fsm.AppliedIndex(),
+		Filters: g.fsm.Len(), MemoryBytes: g.fsm.MemoryBytes()}
 }
 
 // Shutdown stops the node cleanly. Unless the node is configured to leave on

@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -107,6 +110,48 @@ func (n *Node) tendGroups(m *fsm.Map) {
 			}
 		}
 	}
+	n.removeLeftovers(m)
+}
+
+// removeLeftovers removes the files of groups that are not open, that the map
+// does not place here, and whose leader no longer counts this node in: a
+// replica moved away while this node was down. Placed here again later, the
+// shard starts from an empty directory and catches up from its leader.
+func (n *Node) removeLeftovers(m *fsm.Map) {
+	dirs, err := os.ReadDir(filepath.Join(n.cfg.DataDir, "shards"))
+	if err != nil {
+		return
+	}
+	for _, d := range dirs {
+		gid, err := strconv.Atoi(d.Name())
+		if err != nil || gid < 1 || n.groupByID(gid) != nil {
+			continue
+		}
+		s := shardOfGroup(m, gid)
+		if s < m.Shards() && n.wants(m, s) {
+			continue
+		}
+		if s < m.Shards() && !n.outOf(m, s) {
+			continue
+		}
+		n.log.Info("removing the files of a shard moved away from this node", "shard", s)
+		if err := os.RemoveAll(filepath.Join(n.cfg.DataDir, "shards", d.Name())); err != nil {
+			n.log.Warn("remove a moved shard's files", "shard", s, "err", err)
+		}
+	}
+}
+
+// outOf reports whether the leader of shard s's group (asked through its
+// replicas) has a configuration without this node.
+func (n *Node) outOf(m *fsm.Map, s int) bool {
+	for _, id := range m.Groups[s].Replicas {
+		ps, ok := n.shardStatus(s, id)
+		if !ok || ps.Leader != ps.ID {
+			continue
+		}
+		return !slices.Contains(ps.Voters, n.cfg.ID) && !slices.Contains(ps.Nonvoters, n.cfg.ID)
+	}
+	return false
 }
 
 // retired reports whether group g (of shard s), which map m no longer places
@@ -120,20 +165,7 @@ func (n *Node) retired(m *fsm.Map, g *group, s int) bool {
 	if g.IsLeader() {
 		return false
 	}
-	for _, id := range m.Groups[s].Replicas {
-		addr := n.raftAddrOf(id)
-		if addr == "" || id == n.cfg.ID {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		ps, err := g.statusOf(ctx, addr)
-		cancel()
-		if err != nil || ps.Leader == "" || ps.Leader != ps.ID {
-			continue
-		}
-		return !slices.Contains(ps.Voters, n.cfg.ID) && !slices.Contains(ps.Nonvoters, n.cfg.ID)
-	}
-	return false
+	return n.outOf(m, s)
 }
 
 // leadGroups has each group this node leads move towards m's placement.

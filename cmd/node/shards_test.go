@@ -15,10 +15,10 @@ import (
 
 // startSharded starts n nodes with --shards and --replicas and waits until
 // every shard has a leader (CLUSTER INFO says ok on every node).
-func startSharded(t *testing.T, n, shards, replicas int) *localCluster {
+func startSharded(t *testing.T, n, shards, replicas int, extra ...string) *localCluster {
 	t.Helper()
-	c, err := nodeproc.StartCluster(binary, t.TempDir(), n, "--shards", fmt.Sprint(shards), "--replicas", fmt.Sprint(replicas),
-		"--dead-server-timeout", "3s")
+	args := append([]string{"--shards", fmt.Sprint(shards), "--replicas", fmt.Sprint(replicas)}, extra...)
+	c, err := nodeproc.StartCluster(binary, t.TempDir(), n, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,3 +164,100 @@ func TestShardedClusterServesRedisClusterClients(t *testing.T) {
 }
 
 func port(addr string) string { return addr[strings.LastIndexByte(addr, ':')+1:] }
+
+// TestShardedKillNode: kill -9 of a node of six (six shards, three
+// replicas): every key is readable and writable again within 5 s; after the
+// dead-server timeout every shard is back to three replicas on the five
+// survivors; restarted, the node takes replicas back.
+func TestShardedKillNode(t *testing.T) {
+	// The dead-server timeout outlasts the 5 s in which every key must be
+	// served again: the replicas are re-created afterwards.
+	c := startSharded(t, 6, 6, 3, "--dead-server-timeout", "8s")
+	ctx := context.Background()
+	const keys = 600
+	plain := redis.NewClient(&redis.Options{Addr: c.Nodes[0].RESP, MaxRetries: -1})
+	defer plain.Close()
+	for i := range keys {
+		if err := plain.BFAdd(ctx, fmt.Sprintf("k:%d", i), "a").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := c.Nodes[2]
+	victim.Kill()
+	killed := time.Now()
+	via := redis.NewClient(&redis.Options{Addr: c.Nodes[4].RESP, MaxRetries: -1})
+	defer via.Close()
+	// Ten keys of each shard, read and written in one round trip per try.
+	sample := map[int][]string{}
+	for i := 0; len(sample) < 6 || i < keys; i++ {
+		k := fmt.Sprintf("k:%d", i)
+		s, err := via.ClusterKeySlot(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sh := int(s) * 6 / 16384; len(sample[sh]) < 10 {
+			sample[sh] = append(sample[sh], k)
+		}
+		if i >= keys {
+			break
+		}
+	}
+	var lastErr error
+	eventually(t, 5*time.Second, "every shard's keys readable and writable after the kill", func() bool {
+		pipe := via.Pipeline()
+		for _, ks := range sample {
+			for _, k := range ks {
+				pipe.BFExists(ctx, k, "a")
+				pipe.BFAdd(ctx, k, "b")
+			}
+		}
+		cmds, _ := pipe.Exec(ctx)
+		for _, cmd := range cmds {
+			if cmd.Err() != nil {
+				lastErr = fmt.Errorf("%v: %v", cmd.Args(), cmd.Err())
+				return false
+			}
+		}
+		return true
+	})
+	if lastErr != nil {
+		t.Logf("until then: %v", lastErr)
+	}
+	t.Logf("every key readable and writable %v after the kill", time.Since(killed).Round(10*time.Millisecond))
+	for i := range keys {
+		if err := notApplied(func() error { return via.BFAdd(ctx, fmt.Sprintf("k:%d", i), "b").Err() }); err != nil {
+			t.Fatalf("k:%d after the kill: %v", i, err)
+		}
+	}
+	c.waitPlaced(6, 3, 90*time.Second)
+	if err := victim.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the restarted node to take replicas back", func() bool {
+		st, err := victim.Status()
+		return err == nil && len(st.Shards) >= 2
+	})
+	c.waitPlaced(6, 3, 90*time.Second)
+	for i := range keys {
+		var ok bool
+		err := notApplied(func() (err error) { ok, err = via.BFExists(ctx, fmt.Sprintf("k:%d", i), "b").Result(); return err })
+		if err != nil || !ok {
+			t.Fatalf("k:%d lost its second item: %v %v", i, ok, err)
+		}
+	}
+}
+
+// notApplied runs f again, as a client would, while it fails with an error
+// that says nothing was applied and to try again (an election, a replica
+// moving), for up to ten seconds.
+func notApplied(f func() error) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) ||
+			!strings.HasPrefix(err.Error(), "CLUSTERDOWN") && !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

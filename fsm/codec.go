@@ -36,6 +36,8 @@ import (
 // Known fields (each must be understood, and only the op named carries it):
 //
 //	1  max filters (format 5, a CF OpAdd)   uvarint MaxFilters, 1 to 65535
+//	2  window (format 6, a command with a   uvarint Spec.Window (its int64 bits),
+//	   spec of a windowed filter)           uvarint Spec.Last; not both zero
 //	16 expire (format 5, OpExpire)          conditions byte (ExpireCond in bits
 //	                                        0-3, bit 4 set when ExpireAt),
 //	                                        varint Expire
@@ -101,6 +103,7 @@ type field struct {
 // Field tags this build knows.
 const (
 	tagMaxFilters = 1  // Command.MaxFilters (log format 5)
+	tagWindow     = 2  // Spec.Window and Spec.Last (log format 6)
 	tagExpire     = 16 // OpExpire's deadline and conditions (log format 5)
 
 	expireAbsolute = 1 << 4 // the expire field's bit for ExpireAt
@@ -109,19 +112,30 @@ const (
 // knownField reports whether a node that reads log formats up to max
 // understands field tag: a field is known from the format that introduced it.
 func knownField(tag uint64, max byte) bool {
-	return (tag == tagExpire || tag == tagMaxFilters) && max >= CodecV5
+	switch tag {
+	case tagExpire, tagMaxFilters:
+		return max >= CodecV5
+	case tagWindow:
+		return max >= CodecV6
+	}
+	return false
 }
 
 // commandFields returns the fields c's own values travel in merged with
 // extra (tests write fields this build does not know with it), tags
 // ascending.
 func commandFields(c *Command, extra []field) []field {
-	if c.Op != OpExpire && c.MaxFilters == 0 {
+	window := c.Spec.Window != 0 || c.Spec.Last != 0
+	if c.Op != OpExpire && c.MaxFilters == 0 && !window {
 		return extra
 	}
 	var fs []field
 	if c.MaxFilters != 0 {
 		fs = append(fs, field{tag: tagMaxFilters, must: true, val: binary.AppendUvarint(nil, uint64(c.MaxFilters))})
+	}
+	if window {
+		val := binary.AppendUvarint(nil, uint64(c.Spec.Window))
+		fs = append(fs, field{tag: tagWindow, must: true, val: binary.AppendUvarint(val, c.Spec.Last)})
 	}
 	if c.Op == OpExpire {
 		cond := byte(c.ExpireIf)
@@ -412,10 +426,11 @@ func appendString(b []byte, s string) []byte {
 // decoder reads a payload; the first error sticks and later reads return zero
 // values.
 type decoder struct {
-	b   []byte
-	err error
-	v   byte // the entry's log format
-	max byte // the highest log format the node reads
+	b    []byte
+	err  error
+	v    byte // the entry's log format
+	max  byte // the highest log format the node reads
+	spec bool // the command being decoded has a spec
 }
 
 // newer fails with a *FormatError: the entry is intact (its checksum matched)
@@ -538,7 +553,8 @@ func (d *decoder) command() *Command {
 		c.Session.ClientID = d.uvarint()
 		c.Session.Seq = d.uvarint()
 	}
-	if flags&flagSpec != 0 {
+	d.spec = flags&flagSpec != 0
+	if d.spec {
 		s := &c.Spec
 		s.Kind = filters.Kind(d.byte())
 		s.Capacity = d.uvarint()
@@ -617,6 +633,8 @@ func (d *decoder) fields(c *Command) (expire bool) {
 				expire = true
 			case tagMaxFilters:
 				d.maxFiltersField(c, key&fieldMust != 0, val)
+			case tagWindow:
+				d.windowField(c, key&fieldMust != 0, val)
 			}
 			continue
 		}
@@ -654,6 +672,18 @@ func (d *decoder) maxFiltersField(c *Command, must bool, val []byte) {
 		return
 	}
 	c.MaxFilters = uint32(v)
+}
+
+// windowField decodes the window field's value into c's spec, which the
+// command must carry.
+func (d *decoder) windowField(c *Command, must bool, val []byte) {
+	f := decoder{b: val}
+	window, last := f.uvarint(), f.uvarint()
+	if !must || !d.spec || f.err != nil || len(f.b) != 0 || window == 0 && last == 0 {
+		d.fail("bad window field")
+		return
+	}
+	c.Spec.Window, c.Spec.Last = int64(window), last
 }
 
 // Result encoding (a forwarded write's reply): error code, flags, uvarint count,

@@ -129,14 +129,13 @@ func (f *FSM) applyAdd(c *Command) *Result {
 		return &Result{Err: err}
 	}
 	r := &Result{Ints: make([]int64, 0, len(c.Items))}
-	now := f.sessions.now
 	defer f.fileRetirement(e)
 	f.mutate(e, func(flt filters.Filter) {
 		// A windowed filter with no items waits for no retirement: it moves
 		// to the log's clock here, so the items land in the current
 		// generation.
 		if w, ok := flt.(windowed); ok {
-			w.Advance(now)
+			w.Advance(f.clockFor(w))
 		}
 		// A batch reads ahead the memory of each window of items before
 		// adding them (filters/prefetch.go); one item gains nothing.
@@ -202,11 +201,10 @@ func (f *FSM) applyDelete(c *Command) *Result {
 		return &Result{Err: ErrBadData}
 	}
 	r := &Result{Ints: make([]int64, 0, len(c.Items))}
-	now := f.sessions.now
 	defer f.fileRetirement(e)
 	f.mutate(e, func(flt filters.Filter) {
 		if w, ok := flt.(windowed); ok {
-			w.Advance(now)
+			w.Advance(f.clockFor(w))
 		}
 		d := flt.(filters.Deleter)
 		for _, it := range c.Items {

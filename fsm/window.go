@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/rookerydb/rookery/filters"
+	"github.com/rookerydb/rookery/internal/mutant"
 )
 
 // Windowed filters (filters.WindowBloom, filters.WindowCuckoo): items age out
@@ -91,9 +92,17 @@ func (f *FSM) age(e *entry) {
 		f.dropRetirement(e)
 		return
 	}
-	now := f.sessions.now
-	f.mutate(e, func(flt filters.Filter) { flt.(windowed).Advance(now) })
+	f.mutate(e, func(flt filters.Filter) { w := flt.(windowed); w.Advance(f.clockFor(w)) })
 	f.fileRetirement(e)
+}
+
+// clockFor is the time a windowed filter ages to: the log's clock.
+func (f *FSM) clockFor(w windowed) int64 {
+	now := f.sessions.now
+	if mutant.On(mutant.WindowEarly) && w.Window().ByTime {
+		now *= 2 // (every item then leaves halfway through its window)
+	}
+	return now
 }
 
 // fileRetirement puts e's next retirement in the index, or takes it out when
@@ -164,7 +173,9 @@ func IsWindowed(k filters.Kind) bool {
 
 func infoWindowBloom(flt filters.Filter, in *Info) {
 	v := flt.(*filters.WindowBloom)
-	in.Capacity, in.Items, in.NonScaling = v.Capacity(), v.Count(), true
+	// Expansion 0, not non-scaling: BF.INFO then answers 0 where a
+	// non-scaling filter answers nil, which go-redis's BFInfo cannot read.
+	in.Capacity, in.Items = v.Capacity(), v.Count()
 	in.ErrorRate, in.EstimatedFPP = v.ErrorRate(), v.EstimatedFPP()
 	w := v.Window()
 	in.Window = &w

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,6 +134,11 @@ func goRedisWindowedBloom(t *testing.T, ctx context.Context, c *redis.Client) {
 			int64(0), int64(0), int64(0), int64(0), int64(4)}})) {
 		t.Errorf("BF.INFO WINDOW %s", s)
 	}
+	dbg := res(c.Do(ctx, "BF.DEBUG", "seen").StringSlice()).must(t)
+	if len(dbg) != 11 || dbg[0] != "size:4" || dbg[1] != "window:7s slack:1s generations:8" ||
+		!strings.HasSuffix(dbg[9], " items:4") || !strings.HasPrefix(dbg[10], "bytes:") {
+		t.Errorf("BF.DEBUG %q", dbg)
+	}
 	wantErr(t, c.Do(ctx, "BF.INFO", "plain", "WINDOW").Err(), "ERR not found")
 	res(c.BFAdd(ctx, "plain", "x").Result()).must(t)
 	wantErr(t, c.Do(ctx, "BF.INFO", "plain", "WINDOW").Err(), "ERR not a windowed filter")
@@ -177,6 +183,9 @@ func goRedisWindowedCuckoo(t *testing.T, ctx context.Context, c *redis.Client) {
 	win := flat(res(c.Do(ctx, "CF.INFO", "coupons", "WINDOW").Result()).must(t))
 	if len(win) != 12 || win[1] != "time" || win[3] != int64(7000) || win[5] != int64(1000) {
 		t.Errorf("CF.INFO WINDOW %v", win)
+	}
+	if d := res(c.Do(ctx, "CF.DEBUG", "coupons").Text()).must(t); !strings.HasSuffix(d, " expansion:0 window:7s slack:1s generations:8") {
+		t.Errorf("CF.DEBUG %q", d)
 	}
 	if typ := res(c.Type(ctx, "coupons").Result()).must(t); typ != "MBbloomCF" {
 		t.Errorf("TYPE %s", typ)

@@ -388,3 +388,48 @@ func checkStored(t *testing.T, cl *nodeproc.Cluster, key string, acked []string,
 		}
 	}
 }
+
+// TestWindowedFilters: BF.RESERVE and CF.RESERVE with a window, through the
+// client's options: items answer within the window, a coupon is redeemed once,
+// and once the window and its slack have passed the node forgets them with no
+// other write.
+func TestWindowedFilters(t *testing.T) {
+	p := singleNode(t)
+	c := newClient(t, p.RESP)
+	const window = 700 * time.Millisecond // generations of 100 ms
+	if err := c.BFReserve(bg, "seen", 0.001, 1000, &client.BFReserveOptions{Window: window}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.BFReserve(bg, "last", 0.001, 100, &client.BFReserveOptions{Last: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CFReserve(bg, "coupons", 1000, &client.CFReserveOptions{Window: window, MaxIterations: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if !got(c.BFAdd(bg, "seen", "url")).must(t) || !got(c.BFAdd(bg, "last", "url")).must(t) {
+		t.Fatal("BF.ADD to a windowed filter")
+	}
+	if err := c.CFAdd(bg, "coupons", "C-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CFAdd(bg, "coupons", "C-2"); err != nil {
+		t.Fatal(err)
+	}
+	if !got(c.CFDel(bg, "coupons", "C-1")).must(t) || got(c.CFDel(bg, "coupons", "C-1")).must(t) {
+		t.Fatal("a coupon redeemed other than once")
+	}
+	info := got(c.Info(bg, "BF", "seen")).must(t)
+	if info["Capacity"] != "1000" || info["Number of items inserted"] != "1" {
+		t.Fatalf("BF.INFO %v", info)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for got(c.BFExists(bg, "seen", "url")).must(t) || got(c.CFCount(bg, "coupons", "C-2")).must(t) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a windowed filter still answers 10 s after its window and slack")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !got(c.BFExists(bg, "last", "url")).must(t) {
+		t.Fatal("a count window forgot with no insertion")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // Each command is built once, as an op, and either run on its own (the Client
@@ -16,6 +17,12 @@ import (
 type BFReserveOptions struct {
 	Expansion  int  // growth factor of each new sub-filter; 0 keeps the server's default (2)
 	NonScaling bool // refuse new items when full instead of growing
+	// Window makes a windowed filter: items added more than Window ago
+	// answer absent (after a slack of about a seventh of it). Whole
+	// milliseconds; it never grows.
+	Window time.Duration
+	// Last makes a windowed filter of the most recent Last insertions.
+	Last int64
 }
 
 func bfReserve(key string, errorRate float64, capacity int64, o *BFReserveOptions) op[struct{}] {
@@ -25,6 +32,12 @@ func bfReserve(key string, errorRate float64, capacity int64, o *BFReserveOption
 	}
 	if o != nil && o.NonScaling {
 		args = append(args, "NONSCALING")
+	}
+	if o != nil && o.Window > 0 {
+		args = append(args, "WINDOW", itoa(o.Window.Milliseconds())+"ms")
+	}
+	if o != nil && o.Last > 0 {
+		args = append(args, "LAST", itoa(o.Last))
 	}
 	return op[struct{}]{args: args, write: true, decode: asOK}
 }
@@ -89,6 +102,11 @@ type CFReserveOptions struct {
 	BucketSize    int
 	MaxIterations int
 	Expansion     int
+	// Window makes a windowed filter: a copy answers (and counts, and can be
+	// deleted) for Window after its add, and not after a slack of about a
+	// seventh of it. Whole milliseconds; it never grows, so it takes no
+	// BucketSize or Expansion.
+	Window time.Duration
 }
 
 func cfReserve(key string, capacity int64, o *CFReserveOptions) op[struct{}] {
@@ -101,6 +119,9 @@ func cfReserve(key string, capacity int64, o *CFReserveOptions) op[struct{}] {
 			if kv.v > 0 {
 				args = append(args, kv.name, itoa(int64(kv.v)))
 			}
+		}
+		if o.Window > 0 {
+			args = append(args, "WINDOW", itoa(o.Window.Milliseconds())+"ms")
 		}
 	}
 	return op[struct{}]{args: args, write: true, decode: asOK}

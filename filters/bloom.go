@@ -218,15 +218,19 @@ const blockedMaxK = 32
 // newBlockedModel computes the coefficients for 1 <= k <= blockedMaxK. Only +, -,
 // *, / are used, each product rounded explicitly, so every replica computes the
 // same model.
-func newBlockedModel(k int) *blockedModel {
+func newBlockedModel(k int) *blockedModel { return newBlockModel(k, blockBits) }
+
+// newBlockModel is newBlockedModel for blocks of bits positions (a
+// windowed Bloom's superblock has 504, wbloom.go).
+func newBlockModel(k int, bits float64) *blockedModel {
 	bm := &blockedModel{k: k}
 	// dist[d]: the chance that k uniform positions cover exactly d distinct bits.
 	var dist [blockedMaxK + 1]float64
 	dist[0] = 1
 	for t := 1; t <= k; t++ {
 		for d := t; d >= 1; d-- {
-			same := float64(float64(dist[d]*float64(d)) / blockBits)
-			fresh := float64(float64(dist[d-1]*float64(blockBits-d+1)) / blockBits)
+			same := float64(float64(dist[d]*float64(d)) / bits)
+			fresh := float64(float64(dist[d-1]*(bits-float64(d)+1)) / bits)
 			dist[d] = same + fresh
 		}
 		dist[0] = 0
@@ -246,7 +250,7 @@ func newBlockedModel(k int) *blockedModel {
 		if i%2 == 1 {
 			bm.c[i] = -bm.c[i]
 		}
-		bm.a[i] = 1 - powInt(float64(1-float64(i)/blockBits), k)
+		bm.a[i] = 1 - powInt(float64(1-float64(i)/bits), k)
 	}
 	return bm
 }

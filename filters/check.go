@@ -59,7 +59,7 @@ func (t *tally) sub(o tally) {
 type lanes struct {
 	width, n, used uint64
 	class          laneClass
-	cmax           uint64 // cells: the counter's mask, also its saturated value
+	cmax           uint64 // cells: the counter's mask, also its saturated value; windowLanes: the current generation
 }
 
 // laneClass says what a segment's lanes hold, and so how they tally. A kind
@@ -76,6 +76,8 @@ const (
 	byteCounters                    // words of 8-bit counters: sum, sat
 	cells                           // remainder<<c | counter: lanes, sum and sat of the counters; odd
 	// for a free cell (counter 0) with a remainder
+	windowLanes // a windowed cuckoo filter's buckets (wcuckoo.go): lanes counts the live copies; odd
+	// an expired one its region's sweep would have cleared
 )
 
 // checked is implemented by every filter kind: what Decode and LoadChunk need to
@@ -151,6 +153,14 @@ func tallyRange(l lanes, v *segView, lo, hi uint64, t *tally) {
 			r := v.run(s, s1, &buf)
 			a, b, c := tallyWords(l.class, r)
 			n, sum, sat = n+a, sum+b, sat+c
+			s += uint64(len(r))
+		}
+	case windowLanes:
+		var buf [runWords]uint64
+		for s := s0; s < s1; {
+			r := v.run(s, s1, &buf)
+			a, b := tallyWindowLanes(r, s, l.n, l.cmax)
+			n, odd = n+a, odd+b
 			s += uint64(len(r))
 		}
 	case fpLanes, cells:

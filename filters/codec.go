@@ -58,6 +58,12 @@ const (
 	// 6 is kindLoading (load.go).
 	KindRBChain  Kind = 7 // RedisBloom's scalable Bloom chain, bit for bit (rbchain.go)
 	KindRBCuckoo Kind = 8 // RedisBloom's cuckoo filter, bit for bit (rbcuckoo.go)
+	// KindWindowBloom is a Bloom filter over a sliding window of time or
+	// insertions (wbloom.go).
+	KindWindowBloom Kind = 9
+	// KindWindowCuckoo is a cuckoo filter over a sliding window of time
+	// (wcuckoo.go).
+	KindWindowCuckoo Kind = 10
 )
 
 // String returns the kind's name.
@@ -77,6 +83,10 @@ func (k Kind) String() string {
 		return "redisbloom-bloom"
 	case KindRBCuckoo:
 		return "redisbloom-cuckoo"
+	case KindWindowBloom:
+		return "windowed-bloom"
+	case KindWindowCuckoo:
+		return "windowed-cuckoo"
 	case kindLoading:
 		return "loading"
 	}

@@ -1,5 +1,6 @@
 // Package filters holds Rookery's probabilistic membership filters: Bloom, scalable
-// Bloom, counting Bloom (standard and d-left layouts) and cuckoo filters.
+// Bloom, counting Bloom (standard and d-left layouts), cuckoo filters, and
+// windowed Bloom and cuckoo filters whose items age out.
 //
 // Everything here is a pure, deterministic data structure: no goroutines, locks,
 // clocks, global state or math/rand. The same operations applied to two instances
@@ -111,6 +112,23 @@
 // i ^ fp*0x5bd1e995, RedisBloom's eviction order and rollback, and deletes
 // that compact the filter once they pass a tenth of its items (DESIGN.md,
 // "RedisBloom's cuckoo filter").
+//
+// # Windowed filters
+//
+// WindowBloom and WindowCuckoo forget: an item answers present for a window
+// of time (or of insertions) after it was added, and absent, but for false
+// positives, from a slack of about a seventh of the window later. Both keep
+// eight generations, each a seventh of the window; an item is held by the
+// generation current when it was added, and a generation retires when the
+// eighth after it begins. A lookup matches if any live generation does, so
+// each generation is sized for p/8: with the eighth generation of slack, a
+// windowed Bloom filter takes 1.75 times a plain Bloom filter's bits at 1%
+// and 1.6 times at 0.1%. WindowBloom keeps generation g in bit g mod 8 of
+// every position byte of a 512-byte superblock, so a lookup reads one
+// superblock, and a tag per superblock makes retiring a generation write
+// nothing. WindowCuckoo tags each fingerprint with its generation, so deletes
+// and counts stay exact inside the window. Time comes from the caller
+// (Advance); nothing here reads a clock (DESIGN.md, "Windowed filters").
 //
 // # Encoding
 //

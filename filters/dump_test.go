@@ -400,7 +400,8 @@ func FuzzLoadChunk(f *testing.F) {
 		}
 		before, words := ctEncode(t, g), dtWords(g)
 		if err := LoadChunk(g, iter, data); err != nil {
-			if !errors.Is(err, ErrBadChunk) && !errors.Is(err, ErrBadPosition) {
+			if !errors.Is(err, ErrBadChunk) && !errors.Is(err, ErrBadPosition) &&
+				!errors.Is(err, ErrChunkOutside) && !errors.Is(err, ErrChunkTooBig) {
 				t.Fatalf("LoadChunk failed with %v", err)
 			}
 			if !bytes.Equal(ctEncode(t, g), before) {

@@ -145,6 +145,43 @@ func ktRBCuckoo(capacity uint64, bs, maxIter, exp uint16, items int) ktCase {
 	}
 }
 
+func ktWindowBloom(cfg WindowConfig, items int) ktCase {
+	return ktCase{
+		name: fmt.Sprintf("wbloom/%d/%g/w%d/l%d", cfg.Capacity, cfg.ErrorRate, cfg.Window, cfg.Last), kind: KindWindowBloom,
+		items: items,
+		build: func() (Filter, error) { return NewWindowBloom(cfg) },
+		size:  func() (uint64, error) { return WindowBloomBytes(cfg) },
+		add:   func(f Filter, item []byte) error { f.(*WindowBloom).Add(item); return nil },
+		test:  func(f Filter, item []byte) bool { return f.(*WindowBloom).Test(item) },
+		clone: func(f Filter) Filter { return f.(*WindowBloom).Clone() },
+		describe: func(f Filter) string {
+			w := f.(*WindowBloom)
+			next, ok := w.NextRetire()
+			return fmt.Sprint(w.Count(), w.Window(), w.EstimatedFPP(), w.Capacity(), w.ErrorRate(), w.Hashes(),
+				w.Superblocks(), next, ok)
+		},
+	}
+}
+
+func ktWindowCuckoo(cfg WindowConfig, items int) ktCase {
+	return ktCase{
+		name:  fmt.Sprintf("wcuckoo/%d/w%d/l%d/i%d", cfg.Capacity, cfg.Window, cfg.Last, cfg.MaxIterations),
+		kind:  KindWindowCuckoo,
+		items: items,
+		build: func() (Filter, error) { return NewWindowCuckoo(cfg) },
+		size:  func() (uint64, error) { return WindowCuckooBytes(cfg) },
+		add:   func(f Filter, item []byte) error { return f.(*WindowCuckoo).Add(item) },
+		test:  func(f Filter, item []byte) bool { return f.(*WindowCuckoo).Test(item) },
+		clone: func(f Filter) Filter { return f.(*WindowCuckoo).Clone() },
+		describe: func(f Filter) string {
+			c := f.(*WindowCuckoo)
+			next, ok := c.NextRetire()
+			return fmt.Sprint(c.Items(), c.Deleted(), c.Window(), c.Buckets(), c.MaxIterations(), c.Capacity(),
+				c.EstimatedFPP(), next, ok)
+		},
+	}
+}
+
 // ktCases lists every kind; the first row of each kind is small, and serves as a
 // fuzz seed too.
 func ktCases() []ktCase {
@@ -175,6 +212,12 @@ func ktCases() []ktCase {
 		ktRBCuckoo(256, 1, 20, 0, 400),
 		ktRBCuckoo(510, 255, 10, 4, 1000),
 		ktRBCuckoo(4, 2, 2, 1, 400), // grows to RBCuckooMaxFilters, then is full
+		ktWindowBloom(WindowConfig{Capacity: 20, ErrorRate: 0.1, Window: 7_000_000}, 15),
+		ktWindowBloom(WindowConfig{Capacity: 3000, ErrorRate: 0.01, Last: 6000}, 5000),
+		ktWindowBloom(WindowConfig{Capacity: 1000, ErrorRate: 0.001, Window: 1 << 40}, 800),
+		ktWindowCuckoo(WindowConfig{Capacity: 20, Window: 7_000_000}, 15),
+		ktWindowCuckoo(WindowConfig{Capacity: 1000, Last: 100_000, MaxIterations: 20}, 3000), // fills
+		ktWindowCuckoo(WindowConfig{Capacity: 3000, Window: 1 << 40}, 2500),
 	}
 }
 

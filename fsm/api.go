@@ -35,6 +35,7 @@ const (
 //	4  as 3, with ops RENAME, FLUSH and COMPACT
 //	5  as 4, with ops EXPIRE, PERSIST and EXPIRE_TICK, the expire field and
 //	   the max filters field (a cuckoo add's cf-max-expansions)
+//	6  as 5, with the window field: a spec of a windowed filter
 //	7  as 6, with op SET_MAP (the cluster map, docs/SHARDING.md)
 //
 // The version is also the "log format" a node advertises: the highest it can
@@ -50,6 +51,7 @@ const (
 	CodecV3 = 3 // commands carry fields: optional, or ones a node must understand
 	CodecV4 = 4 // ops RENAME, FLUSH and COMPACT
 	CodecV5 = 5 // expiry: ops EXPIRE, PERSIST and EXPIRE_TICK; field max filters
+	CodecV6 = 6 // windowed filters: field window
 	CodecV7 = 7 // shards: op SET_MAP
 )
 
@@ -78,6 +80,9 @@ const (
 // MinCodec is the lowest log format that can carry c: a leader proposes c only
 // once every member reads it.
 func MinCodec(c *Command) byte {
+	if c.Spec.Window != 0 || c.Spec.Last != 0 || IsWindowed(c.Spec.Kind) {
+		return CodecV6
+	}
 	if c.MaxFilters != 0 {
 		return CodecV5
 	}
@@ -119,8 +124,8 @@ type Family uint8
 // Families.
 const (
 	FamilyNone Family = 0 // keyspace commands
-	FamilyBF   Family = 1 // filters.KindBloom, filters.KindScalable
-	FamilyCF   Family = 2 // filters.KindCuckoo
+	FamilyBF   Family = 1 // filters.KindBloom, filters.KindScalable, filters.KindWindowBloom
+	FamilyCF   Family = 2 // filters.KindCuckoo, filters.KindWindowCuckoo
 	FamilyCBF  Family = 3 // filters.KindCounting, filters.KindDLeft
 )
 
@@ -136,6 +141,11 @@ type Spec struct {
 	MaxIterations   uint16  // CF, 1..65535
 	FingerprintBits uint8   // CF: 8, 12 or 16
 	CounterBits     uint8   // CBF: 4 or 8
+	// Window is a windowed filter's time window in nanoseconds, and Last its
+	// count window (the most recent Last insertions); exactly one is set for
+	// the windowed kinds, neither for the others. Log format 6 on (MinCodec).
+	Window int64
+	Last   uint64
 }
 
 // Session identifies a request for exactly-once application (Raft dissertation,
@@ -246,8 +256,12 @@ type Info struct {
 	EstimatedFPP float64 // from the fill, where the kind can tell; else the target
 	Links        []Link  // BF: each Bloom filter of the chain, oldest first (BF.DEBUG)
 	// Debug is the kind's own BF.DEBUG or CF.DEBUG reply, line by line, where
-	// the kind has one (RedisBloom's layouts); transport formats the others.
+	// the kind has one (RedisBloom's layouts, windowed filters); transport
+	// formats the others.
 	Debug []string
+	// Window describes a windowed filter's window, slack and generations
+	// (BF.INFO and CF.INFO with WINDOW); nil for the other kinds.
+	Window *filters.WindowInfo
 }
 
 // Link is one Bloom filter of a BF key, as BF.DEBUG shows it.

@@ -37,6 +37,8 @@ import (
 // Known fields (each must be understood, and only the op named carries it):
 //
 //	1  max filters (format 5, a CF OpAdd)   uvarint MaxFilters, 1 to 65535
+//	2  window (format 6, a command with a   uvarint Spec.Window (its int64 bits),
+//	   spec of a windowed filter)           uvarint Spec.Last; not both zero
 //	16 expire (format 5, OpExpire)          conditions byte (ExpireCond in bits
 //	                                        0-3, bit 4 set when ExpireAt),
 //	                                        varint Expire
@@ -102,6 +104,7 @@ type field struct {
 // Field tags this build knows.
 const (
 	tagMaxFilters = 1  // Command.MaxFilters (log format 5)
+	tagWindow     = 2  // Spec.Window and Spec.Last (log format 6)
 	tagExpire     = 16 // OpExpire's deadline and conditions (log format 5)
 
 	expireAbsolute = 1 << 4 // the expire field's bit for ExpireAt
@@ -110,19 +113,30 @@ const (
 // knownField reports whether a node that reads log formats up to max
 // understands field tag: a field is known from the format that introduced it.
 func knownField(tag uint64, max byte) bool {
-	return (tag == tagExpire || tag == tagMaxFilters) && max >= CodecV5
+	switch tag {
+	case tagExpire, tagMaxFilters:
+		return max >= CodecV5
+	case tagWindow:
+		return max >= CodecV6
+	}
+	return false
 }
 
 // commandFields returns the fields c's own values travel in merged with
 // extra (tests write fields this build does not know with it), tags
 // ascending.
 func commandFields(c *Command, extra []field) []field {
-	if c.Op != OpExpire && c.MaxFilters == 0 {
+	window := c.Spec.Window != 0 || c.Spec.Last != 0
+	if c.Op != OpExpire && c.MaxFilters == 0 && !window {
 		return extra
 	}
 	var fs []field
 	if c.MaxFilters != 0 {
 		fs = append(fs, field{tag: tagMaxFilters, must: true, val: binary.AppendUvarint(nil, uint64(c.MaxFilters))})
+	}
+	if window {
+		val := binary.AppendUvarint(nil, uint64(c.Spec.Window))
+		fs = append(fs, field{tag: tagWindow, must: true, val: binary.AppendUvarint(val, c.Spec.Last)})
 	}
 	if c.Op == OpExpire {
 		cond := byte(c.ExpireIf)
@@ -414,8 +428,9 @@ func appendString(b []byte, s string) []byte {
 // values (wire.Reader, failing with ErrCorrupt).
 type decoder struct {
 	wire.Reader
-	v   byte // the entry's log format
-	max byte // the highest log format the node reads
+	v    byte // the entry's log format
+	max  byte // the highest log format the node reads
+	spec bool // the command being decoded has a spec
 }
 
 func newDecoder(b []byte, v, max byte) *decoder {
@@ -481,7 +496,8 @@ func (d *decoder) command() *Command {
 		c.Session.ClientID = d.Uvarint()
 		c.Session.Seq = d.Uvarint()
 	}
-	if flags&flagSpec != 0 {
+	d.spec = flags&flagSpec != 0
+	if d.spec {
 		s := &c.Spec
 		s.Kind = filters.Kind(d.Byte())
 		s.Capacity = d.Uvarint()
@@ -560,6 +576,8 @@ func (d *decoder) fields(c *Command) (expire bool) {
 				expire = true
 			case tagMaxFilters:
 				d.maxFiltersField(c, key&fieldMust != 0, val)
+			case tagWindow:
+				d.windowField(c, key&fieldMust != 0, val)
 			}
 			continue
 		}
@@ -597,6 +615,18 @@ func (d *decoder) maxFiltersField(c *Command, must bool, val []byte) {
 		return
 	}
 	c.MaxFilters = uint32(v)
+}
+
+// windowField decodes the window field's value into c's spec, which the
+// command must carry.
+func (d *decoder) windowField(c *Command, must bool, val []byte) {
+	f := newDecoder(val, d.v, d.max)
+	window, last := f.Uvarint(), f.Uvarint()
+	if !must || !d.spec || f.Err() != nil || len(f.B) != 0 || window == 0 && last == 0 {
+		d.Fail("bad window field")
+		return
+	}
+	c.Spec.Window, c.Spec.Last = int64(window), last
 }
 
 // Result encoding (a forwarded write's reply): error code, flags, uvarint count,

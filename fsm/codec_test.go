@@ -107,10 +107,10 @@ func TestDecodeEntryRefusesDamage(t *testing.T) {
 	// What a newer build may write: damage without a checksum to vouch for
 	// it, a newer format (never corruption) with one.
 	unknown := [][]byte{
-		{byte(TypeCommand), CodecV1, 99, 1, 0, 0, 0, 0, 0},         // unknown op
-		{byte(TypeCommand), CodecV1, 2, 9, 0, 0, 0, 0, 0},          // unknown family
-		{byte(TypeCommand), CodecV1, 2, 1, 0x80, 0, 0, 0, 0},       // unknown flag
-		{byte(TypeCommand), CodecV1, 2, 1, 0, 0, 0, 0, 0, 1, 5, 0}, // must-understand field 2 (read as 3)
+		{byte(TypeCommand), CodecV1, 99, 1, 0, 0, 0, 0, 0},            // unknown op
+		{byte(TypeCommand), CodecV1, 2, 9, 0, 0, 0, 0, 0},             // unknown family
+		{byte(TypeCommand), CodecV1, 2, 1, 0x80, 0, 0, 0, 0},          // unknown flag
+		{byte(TypeCommand), CodecV1, 2, 1, 0, 0, 0, 0, 0, 1, 0x41, 0}, // must-understand field 32 (read as 3)
 		{0x7f, CodecV1}, // unknown type
 	}
 	bad := [][]byte{
@@ -359,8 +359,8 @@ func TestApplyHaltsOnNewerFormat(t *testing.T) {
 	}
 	// A must-understand field it does not know halts even a current node.
 	r := cur.Apply(&raft.Log{Index: 4, Type: raft.LogCommand,
-		Data: encodeCommandFields(add(FamilyBF, "k", "d"), CodecV3, []field{{tag: 2, must: true}})})
-	want = fmt.Sprintf("log entry at index 4 needs a newer rookery (log format 3, field 2 it must understand; this node reads up to %d): upgrade this node", CodecVersion)
+		Data: encodeCommandFields(add(FamilyBF, "k", "d"), CodecV3, []field{{tag: 32, must: true}})})
+	want = fmt.Sprintf("log entry at index 4 needs a newer rookery (log format 3, field 32 it must understand; this node reads up to %d): upgrade this node", CodecVersion)
 	if h, ok := r.(*Halt); !ok || h.Error() != want {
 		t.Fatalf("must-understand field: %v, want %q", r, want)
 	}
@@ -386,6 +386,9 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(EncodeBatch(expireSamples()))
 	f.Add(encodeCommandFields(expireSamples()[2], CodecV5, []field{{tag: 3, val: []byte("a")}, {tag: 900}}))
 	f.Add(EncodeCommand(&Command{Op: OpAdd, Family: FamilyCF, Key: "c", Items: items("x"), MaxFilters: 7}))
+	for _, c := range windowSamples() {
+		f.Add(EncodeCommand(c))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		typ, cs, err := DecodeEntry(data)
 		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNewerFormat) {

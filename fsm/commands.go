@@ -46,7 +46,7 @@ func (f *FSM) create(c *Command) (filters.Filter, error) {
 }
 
 // install puts flt under key, replacing whatever was there. The key starts
-// with no deadline.
+// with no deadline; a windowed filter starts at the log's clock.
 func (f *FSM) install(key string, flt filters.Filter) *entry {
 	if old := f.reg.byKey[key]; old != nil {
 		f.removeEntry(old)
@@ -54,12 +54,17 @@ func (f *FSM) install(key string, flt filters.Filter) *entry {
 	e := &entry{key: key, kind: flt.Kind(), f: flt, gen: f.gen, mem: entryBytes(key, flt)}
 	f.reg.put(e)
 	f.memory.Add(e.mem)
+	if IsWindowed(e.kind) {
+		f.age(e)
+	}
 	return e
 }
 
-// removeEntry deletes e's key and its deadline.
+// removeEntry deletes e's key, its deadline and its place among the windowed
+// filters' retirements.
 func (f *FSM) removeEntry(e *entry) {
 	f.clearDeadline(e)
+	f.dropRetirement(e)
 	f.reg.remove(e)
 	f.memory.Add(-e.mem)
 }
@@ -124,7 +129,14 @@ func (f *FSM) applyAdd(c *Command) *Result {
 		return &Result{Err: err}
 	}
 	r := &Result{Ints: make([]int64, 0, len(c.Items))}
+	defer f.fileRetirement(e)
 	f.mutate(e, func(flt filters.Filter) {
+		// A windowed filter with no items waits for no retirement: it moves
+		// to the log's clock here, so the items land in the current
+		// generation.
+		if w, ok := flt.(windowed); ok {
+			w.Advance(f.clockFor(w))
+		}
 		// A batch reads ahead the memory of each window of items before
 		// adding them (filters/prefetch.go); one item gains nothing.
 		pf, _ := flt.(filters.Prefetcher)
@@ -189,7 +201,11 @@ func (f *FSM) applyDelete(c *Command) *Result {
 		return &Result{Err: ErrBadData}
 	}
 	r := &Result{Ints: make([]int64, 0, len(c.Items))}
+	defer f.fileRetirement(e)
 	f.mutate(e, func(flt filters.Filter) {
+		if w, ok := flt.(windowed); ok {
+			w.Advance(f.clockFor(w))
+		}
 		d := flt.(filters.Deleter)
 		for _, it := range c.Items {
 			ok := d.Delete(it)
@@ -244,6 +260,7 @@ func (f *FSM) applyRename(c *Command) *Result {
 	if deadline != nil {
 		f.setDeadline(e, deadline.deadline)
 	}
+	f.fileRetirement(e)
 	return &Result{Ints: []int64{1}}
 }
 
@@ -254,7 +271,7 @@ func (f *FSM) applyFlush(c *Command) *Result {
 	f.reg.byKey, f.reg.order = make(map[string]*entry), nil
 	f.reg.mu.Unlock()
 	f.memory.Store(0)
-	f.deadlines = nil
+	f.deadlines, f.retires = nil, nil
 	f.noteDeadlines()
 	return &Result{Ints: []int64{int64(n)}}
 }
@@ -268,7 +285,10 @@ func (f *FSM) applyCompact(c *Command) *Result {
 	if filters.Loading(e.f) {
 		return &Result{Err: ErrBadData}
 	}
-	f.mutate(e, func(flt filters.Filter) { flt.(interface{ Compact() }).Compact() })
+	// A windowed cuckoo filter is one table: there is nothing to compact.
+	if _, ok := e.f.(interface{ Compact() }); ok {
+		f.mutate(e, func(flt filters.Filter) { flt.(interface{ Compact() }).Compact() })
+	}
 	return &Result{}
 }
 
@@ -304,6 +324,11 @@ func (f *FSM) applyLoadChunk(c *Command) *Result {
 		// nothing ties their bits to their counters.
 		f.mutate(e, func(flt filters.Filter) { r.Err = rbChunkErr(flt.(rbDumper).LoadChunk(c.Iter, c.Data)) })
 		return r
+	}
+	if IsWindowed(e.kind) {
+		// Once its last chunk is in, a windowed filter moves to the log's
+		// clock (window.go).
+		defer f.age(e)
 	}
 	f.mutate(e, func(flt filters.Filter) {
 		switch err := filters.LoadChunk(flt, c.Iter, c.Data); {

@@ -45,4 +45,12 @@
 // every replica removes it at the same log position; the leader proposes a
 // tick when its clock passes the earliest deadline, so keys expire with no
 // other writes.
+//
+// # Windowed filters
+//
+// A windowed filter's generations retire by the same clock (window.go): before
+// each command, the filters whose oldest generation holding items is due are
+// moved to the log's clock, and the next retirement counts as a deadline for
+// the leader's tick, so every replica forgets an item at the same log position
+// and an idle filter still forgets.
 package fsm

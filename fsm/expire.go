@@ -99,13 +99,13 @@ func (f *FSM) clearDeadline(e *entry) bool {
 	return true
 }
 
-// noteDeadlines publishes the index's size and earliest deadline to readers
-// on other goroutines, and wakes the leader's expiry timer when the earliest
-// deadline moved.
+// noteDeadlines publishes the index's size and earliest deadline (or
+// retirement of a windowed generation) to readers on other goroutines, and
+// wakes the leader's expiry timer when it moved.
 func (f *FSM) noteDeadlines() {
 	f.expires.Store(int64(len(f.deadlines)))
-	next := int64(0)
-	if len(f.deadlines) > 0 {
+	next := f.nextRetirement()
+	if len(f.deadlines) > 0 && (next == 0 || f.deadlines[0].deadline < next) {
 		next = f.deadlines[0].deadline
 	}
 	if f.next.Swap(next) != next {
@@ -209,8 +209,10 @@ func (f *FSM) Expires() int { return int(f.expires.Load()) }
 // what this node applied, so it is not part of snapshots.
 func (f *FSM) ExpiredKeys() uint64 { return f.expired.Load() }
 
-// NextDeadline returns the earliest deadline of any key in Unix milliseconds,
-// 0 when no key has one: when the leader should propose an OpExpireTick.
+// NextDeadline returns the earliest moment the log's clock alone changes the
+// state, in Unix milliseconds: a key's deadline, or a windowed filter's
+// generation retiring (window.go); 0 when there is none. The leader proposes an
+// OpExpireTick once its clock passes it.
 func (f *FSM) NextDeadline() int64 { return f.next.Load() }
 
 // NextDeadlineChanged receives a value (at most one waits) whenever

@@ -65,6 +65,10 @@ type FSM struct {
 	nextCh    chan struct{} // a value when next changes
 	expired   atomic.Uint64 // keys removed by expiry
 
+	// retires orders the windowed filters by their next retirement
+	// (window.go); apply goroutine only.
+	retires retireHeap
+
 	// Snapshot generations (copy-on-write, see entry.gen).
 	gen      uint64 // current generation; apply goroutine only
 	snapMu   sync.Mutex
@@ -224,10 +228,12 @@ func (f *FSM) ApplyCommand(index uint64, c *Command) *Result {
 }
 
 // applyCommand advances the log's clock to c's time, removes the keys whose
-// deadline it passed, and runs c through the session table and its handler.
+// deadline it passed, ages the windowed filters whose generation it ended,
+// and runs c through the session table and its handler.
 func (f *FSM) applyCommand(c *Command) *Result {
 	f.sessions.advance(c.Time)
 	f.expireDue()
+	f.ageDue()
 	if c.Session.Seq == 0 {
 		return f.dispatch(c)
 	}

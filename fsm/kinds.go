@@ -141,6 +141,26 @@ var kinds = map[filters.Kind]kindDesc{
 			return 0
 		},
 	},
+	// Windowed filters (window.go): sized for a whole window when created,
+	// they never grow.
+	filters.KindWindowBloom: {
+		loadable: true,
+		family:   FamilyBF,
+		build:    func(s Spec) (filters.Filter, error) { return filters.NewWindowBloom(windowConfig(s)) },
+		bytes:    func(s Spec) (uint64, error) { return filters.WindowBloomBytes(windowConfig(s)) },
+		add: func(flt filters.Filter, item []byte, _, _ bool) (int64, error, bool) {
+			return b2i(flt.(*filters.WindowBloom).Add(item)), nil, false
+		},
+		info: infoWindowBloom,
+	},
+	filters.KindWindowCuckoo: {
+		loadable: true,
+		family:   FamilyCF,
+		build:    func(s Spec) (filters.Filter, error) { return filters.NewWindowCuckoo(windowConfig(s)) },
+		bytes:    func(s Spec) (uint64, error) { return filters.WindowCuckooBytes(windowConfig(s)) },
+		add:      addWindowCuckoo,
+		info:     infoWindowCuckoo,
+	},
 }
 
 // The RedisBloom layouts (filters.RBChain, filters.RBCuckoo): what BF.* and

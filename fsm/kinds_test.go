@@ -17,8 +17,10 @@ func TestEveryKindHasARow(t *testing.T) {
 		filters.KindDLeft:    {Kind: filters.KindDLeft, Capacity: 100, ErrorRate: 0.01, CounterBits: 4},
 		filters.KindCuckoo: {Kind: filters.KindCuckoo, Capacity: 100, BucketSize: 2, FingerprintBits: 8,
 			MaxIterations: 20, Expansion: 1},
-		filters.KindRBChain:  {Kind: filters.KindRBChain, Capacity: 100, ErrorRate: 0.01, Expansion: 2},
-		filters.KindRBCuckoo: {Kind: filters.KindRBCuckoo, Capacity: 100, BucketSize: 2, MaxIterations: 20, Expansion: 1},
+		filters.KindRBChain:      {Kind: filters.KindRBChain, Capacity: 100, ErrorRate: 0.01, Expansion: 2},
+		filters.KindRBCuckoo:     {Kind: filters.KindRBCuckoo, Capacity: 100, BucketSize: 2, MaxIterations: 20, Expansion: 1},
+		filters.KindWindowBloom:  wbSpec(100, 0.01, 7e9, 0),
+		filters.KindWindowCuckoo: wcSpec(100, 7e9),
 	}
 	if len(specs) != len(kinds) {
 		t.Fatalf("%d kinds have rows, the test knows %d", len(kinds), len(specs))

@@ -293,6 +293,8 @@ func fzSources(t testing.TB) (*harness, []fzSource) {
 		{FamilyCF, "cf4", reserve(FamilyCF, "cf4", cfSpec(40, 4, 2))},
 		{FamilyCBF, "cbf", reserve(FamilyCBF, "cbf", cbfSpec(filters.KindCounting, 50))},
 		{FamilyCBF, "dleft", reserve(FamilyCBF, "dleft", cbfSpec(filters.KindDLeft, 50))},
+		{FamilyBF, "wbf", reserve(FamilyBF, "wbf", wbSpec(300, 0.01, 7e9, 0))},
+		{FamilyCF, "wcf", reserve(FamilyCF, "wcf", wcSpec(64, 7e9))},
 	}
 	for _, s := range srcs {
 		h.ok(s.reserve)
@@ -323,6 +325,8 @@ func FuzzApplyLoadChunk(f *testing.F) {
 	f.Add(uint8(0), []byte{5, 0xFF}, []byte{9, 0x99})
 	f.Add(uint8(3), []byte{2, 0x11, 7, 0xF0}, []byte{0x80, 1, 0x80})
 	f.Add(uint8(4), []byte{1, 0x10}, []byte{3, 0x83})
+	f.Add(uint8(5), []byte{9, 0x01}, []byte{3, 4, 5})
+	f.Add(uint8(6), []byte{2, 0x10}, []byte{3, 0x83, 0x84})
 	f.Fuzz(func(t *testing.T, which uint8, patch, ops []byte) {
 		s := srcs[int(which)%len(srcs)]
 		header, iters, chunks := dumpOf(t, src, s.fam, s.key)

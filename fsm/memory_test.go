@@ -54,6 +54,8 @@ func TestKeyBytesCoversEveryKind(t *testing.T) {
 		cfSpec(100, 2, 1),
 		{Kind: filters.KindCounting, Capacity: 100, ErrorRate: 0.01, CounterBits: 4},
 		{Kind: filters.KindDLeft, Capacity: 100, ErrorRate: 0.01, CounterBits: 4},
+		wbSpec(100, 0.01, 7e9, 0),
+		wcSpec(100, 7e9),
 	} {
 		f := New(Options{})
 		if r := f.ApplyCommand(1, reserve(familyOf(spec.Kind), "some-key", spec)); r.Err != nil {

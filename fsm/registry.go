@@ -32,6 +32,9 @@ type entry struct {
 	// streaming f, so the next mutation works on a copy (copy-on-write).
 	gen uint64
 	mem uint64 // e.bytes() as last accounted
+	// ret is a windowed filter's place in the retirement index (window.go),
+	// nil when it has none. Apply goroutine only.
+	ret *retirement
 }
 
 // bytes is what the key takes, as --max-memory counts it: entryBytes, and its
@@ -61,8 +64,9 @@ func entryBytes(key string, flt filters.Filter) uint64 {
 // filter struct of the largest kind.
 func KeyBytes(key string) uint64 { return keyOverhead + uint64(len(key)+7)&^7 + maxFilterStruct }
 
-// maxFilterStruct is the size of the largest filter struct.
-const maxFilterStruct = 160
+// maxFilterStruct is the size of the largest filter struct (a windowed
+// cuckoo filter's, 184 bytes).
+const maxFilterStruct = 192
 
 // registry maps names to entries and keeps them in SCAN order.
 //

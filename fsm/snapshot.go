@@ -33,7 +33,11 @@ import (
 // Version 1 is the same without deadlines. Both are read, and a state with no
 // deadline is written as version 1, so a node of a build before expiry can
 // still install it (no key has a deadline until every node reads log format
-// 5, so in a rolling upgrade the older nodes get version 1).
+// 5, so in a rolling upgrade the older nodes get version 1). Version 3 is
+// version 2 written when a filter is windowed (filters.KindWindowBloom,
+// KindWindowCuckoo): a build before them refuses it by its version, rather
+// than as a damaged filter (no windowed filter exists until every node reads
+// log format 6).
 
 // Every section ends with the CRC-32C of its tag and contents, so Restore
 // verifies each part as it streams, and a filter's own encoding carries its own
@@ -44,7 +48,8 @@ const (
 	snapMagic   = "RKYSNAP\x00"
 	snapVersion = 2 // with deadlines
 	snapV1      = 1 // without: what a state with no deadline is written as
-	snapV4      = 4 // with a section 'M', the cluster map (group 0 of a sharded cluster)
+	snapV3      = 3 // version 2 holding windowed filters
+	snapV4      = 4 // as 3, with a section 'M', the cluster map (group 0 of a sharded cluster)
 
 	tagSessions = 'S'
 	tagMap      = 'M'
@@ -122,9 +127,12 @@ func (s *snapshot) write(w io.Writer) error {
 	sw := &sectionWriter{w: bw}
 	version := uint16(snapV1)
 	for _, e := range s.entries {
+		if IsWindowed(e.f.Kind()) {
+			version = snapV3
+			break
+		}
 		if e.deadline != 0 {
 			version = snapVersion
-			break
 		}
 	}
 	if s.cmap != nil {
@@ -271,8 +279,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.reg.mu.Unlock()
 	f.memory.Store(mem)
 	f.deadlines = dl
-	f.noteDeadlines()
 	f.sessions = st.sessions
+	f.rebuildRetirements()
 	f.cmap.Store(st.cmap)
 	if st.cmap != nil && f.onMap != nil {
 		f.onMap(st.cmap)
@@ -404,8 +412,8 @@ func scanSnapshot(r io.Reader, ttl int64, keep func(frozen)) (*snapState, error)
 		return nil, errors.New("not a Rookery snapshot")
 	}
 	version := binary.LittleEndian.Uint16(body[len(snapMagic):])
-	if version != snapV1 && version != snapVersion && version != snapV4 {
-		return nil, fmt.Errorf("snapshot version %d, this build reads %d, %d and %d", version, snapV1, snapVersion, snapV4)
+	if version != snapV1 && version != snapVersion && version != snapV3 && version != snapV4 {
+		return nil, fmt.Errorf("snapshot version %d, this build reads %d to %d", version, snapV1, snapV4)
 	}
 	sr := &sectionReader{r: br}
 	st := &snapState{}

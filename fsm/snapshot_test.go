@@ -281,6 +281,11 @@ func FuzzRestore(f *testing.F) {
 	h := newHarness(f)
 	populate(h)
 	f.Add(snapshotBytes(f, h.f))
+	h.ok(reserve(FamilyBF, "window", wbSpec(100, 0.01, 7e9, 0)))
+	h.ok(reserve(FamilyCF, "coupons", wcSpec(100, 7e9)))
+	h.ok(add(FamilyBF, "window", "a", "b"))
+	h.ok(add(FamilyCF, "coupons", "c"))
+	f.Add(snapshotBytes(f, h.f))
 	f.Add(snapshotBytes(f, New(Options{})))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g := New(Options{})

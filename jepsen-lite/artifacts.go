@@ -239,7 +239,7 @@ func writeHistory(path string, ops []op) error {
 			Call: o.call, Return: o.ret, Outcome: o.outcome(), Error: o.err}
 		switch {
 		case l.Outcome != "ok":
-		case o.kind == cfCount || o.kind == cbfCount:
+		case o.kind == cfCount || o.kind == cbfCount || o.kind == wcfCount:
 			n := o.n
 			l.Count = &n
 		default:

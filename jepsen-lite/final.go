@@ -218,7 +218,7 @@ func nodeState(ctx context.Context, r *redis.Client) (map[string]string, error) 
 	for _, k := range keys {
 		family := "BF"
 		switch k {
-		case cuckooKey:
+		case cuckooKey, windowCuckooKey:
 			family = "CF"
 		case countingKey:
 			family = "CBF"

@@ -36,7 +36,7 @@ const (
 
 func (k kind) write() bool {
 	switch k {
-	case bfAdd, bfMAdd, cfAdd, cfInsert, cfDel, cbfAdd, cbfDel, keyReserve, keyDel, keyLoad:
+	case bfAdd, bfMAdd, cfAdd, cfInsert, cfDel, cbfAdd, cbfDel, keyReserve, keyDel, keyLoad, wbfAdd, wcfAdd, wcfDel:
 		return true
 	}
 	return false

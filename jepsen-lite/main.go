@@ -75,6 +75,7 @@ const (
 	exitNotRecovered = 5
 	exitReplicas     = 6
 	exitReadOnly     = 7
+	exitWindowed     = 8
 	failedDirPrefix  = "jepsen-lite-failed-"
 	workDirPrefix    = "jepsen-lite-"
 )
@@ -88,7 +89,8 @@ func exitCode(rep *Report) int {
 		check string
 		code  int
 	}{{checkLinearizable, exitNotLinear}, {checkAckedKept, exitAckedLost}, {checkCount, exitCount},
-		{checkRecovery, exitNotRecovered}, {checkReplicas, exitReplicas}, {checkReadOnlyReads, exitReadOnly}} {
+		{checkRecovery, exitNotRecovered}, {checkReplicas, exitReplicas}, {checkReadOnlyReads, exitReadOnly},
+		{checkWindowed, exitWindowed}} {
 		for _, f := range rep.FailedChecks {
 			if f == c.check {
 				return c.code

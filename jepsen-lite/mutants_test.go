@@ -24,6 +24,7 @@ var mutantRuns = map[string][]string{
 	mutant.AddTwice:           nil,
 	mutant.SkipVerifyLeader:   {faultStaleLeader},
 	mutant.RestoreDropsNewest: {faultKill, faultTerm},
+	mutant.WindowEarly:        nil,
 }
 
 // mutantDuration is how long each mutant's run lasts. A deposed leader that
@@ -75,7 +76,7 @@ func TestMain(m *testing.M) {
 
 // violations are the checks whose failure means the cluster broke a promise,
 // as opposed to a run that could not be carried out.
-var violations = []string{checkLinearizable, checkAckedKept, checkCount, checkReplicas, checkReadOnlyReads}
+var violations = []string{checkLinearizable, checkAckedKept, checkCount, checkReplicas, checkReadOnlyReads, checkWindowed}
 
 func TestCheckerCatchesEveryMutant(t *testing.T) {
 	if len(mutantRuns) != len(mutant.Names) {

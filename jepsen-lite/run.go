@@ -75,6 +75,7 @@ const (
 	checkRecovery      = "recovery"          // every node recovered and answered the final reads
 	checkReplicas      = "replicas-agree"    // every node holds the same filters
 	checkReadOnlyReads = "readonly"          // READONLY reads kept their promise
+	checkWindowed      = "windowed"          // windowed filters hold items for their window, then forget them
 )
 
 // problemsPerCheck is how many problems of one check the report lists; the
@@ -233,6 +234,10 @@ func Run(cfg Config) (*Report, error) {
 	for _, p := range checkReadOnly(rep.History) {
 		rep.fail(checkReadOnlyReads, "%s", p)
 	}
+	checkWindows(ops, h.start.UnixNano(), rep)
+	// The windowed filters empty before the replicas are compared, so that
+	// no tick changes them between one node's reads and the next's.
+	checkWindowFinal(cl, ops, rep)
 	checkFinal(cl, expect(ops), exact, rep)
 	rep.CheckDuration = time.Since(start)
 	return rep, nil
@@ -269,7 +274,7 @@ func createFilters(ctx context.Context, c *client.Client) error {
 	if err := c.CBFReserve(ctx, countingKey, countingRate, countingCapacity, &client.CBFReserveOptions{CounterBits: countingBits}); err != nil {
 		return fmt.Errorf("create %s: %w", countingKey, err)
 	}
-	return nil
+	return createWindowed(ctx, c)
 }
 
 // maxReplacements is how many nodes membership changes may add in a TLS run.

@@ -50,7 +50,7 @@ func table(dirs []string, w io.Writer) error {
 		}
 		violations, lost := 0, 0
 		for _, c := range s.FailedChecks {
-			if slices.Contains([]string{checkLinearizable, checkCount, checkReplicas, checkReadOnlyReads}, c) {
+			if slices.Contains([]string{checkLinearizable, checkCount, checkReplicas, checkReadOnlyReads, checkWindowed}, c) {
 				violations++
 			}
 			if c == checkAckedKept {

@@ -99,6 +99,10 @@ type worker struct {
 	ephGen   int      // bumped when eph had a write of unknown outcome
 	ephItems []string // what eph holds, while it is clean
 	copies   int
+
+	// The windowed filters (window.go): the items and coupons whose add was
+	// acknowledged, oldest first.
+	seen, coupons []windowItem
 }
 
 // result is what a recorded call answered.
@@ -167,6 +171,7 @@ func (w *worker) run(ctx context.Context) {
 		w.bloom(ctx, i, x)
 		w.cuckoo(ctx, i, x)
 		w.counting(ctx, i, x)
+		w.windowed(ctx, i)
 		if i%5 == 4 && ctx.Err() == nil {
 			w.shortLived(ctx, i)
 		}

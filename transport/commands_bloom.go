@@ -78,6 +78,7 @@ func (s *Server) maxCap() int64 { return int64(min(s.cfg.MaxCapacity, 1<<62)) }
 
 // parseBFReserve: BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING],
 // checked in RedisBloom's order; unknown trailing words are ignored as there.
+// With WINDOW duration or LAST n it makes a windowed filter (commands_window.go).
 func parseBFReserve(s *Server, args [][]byte) (op, error) {
 	if len(args) > 7 {
 		return op{}, arityError(args[0])
@@ -85,6 +86,12 @@ func parseBFReserve(s *Server, args [][]byte) (op, error) {
 	rate, capacity, err := s.reserveArgs(args)
 	if err != nil {
 		return op{}, err
+	}
+	if w, ok, err := s.windowArgs(args, 4, true); err != nil || ok {
+		if err != nil {
+			return op{}, err
+		}
+		return bfWindowReserve(args, rate, capacity, w)
 	}
 	_, _, expansion, nonScaling := s.bloom.Load().bfDefaults()
 	nonScaling = nonScaling || argIndex(args, 4, "NONSCALING") >= 0
@@ -304,11 +311,16 @@ var bfInfoFields = []struct{ arg, label string }{
 	{"ITEMS", "Number of items inserted"}, {"EXPANSION", "Expansion rate"},
 }
 
-// parseBFInfo: BF.INFO key [CAPACITY|SIZE|FILTERS|ITEMS|EXPANSION]. The key is
-// checked before the field, as RedisBloom does.
+// parseBFInfo: BF.INFO key [CAPACITY|SIZE|FILTERS|ITEMS|EXPANSION|WINDOW].
+// The key is checked before the field, as RedisBloom does. WINDOW describes a
+// windowed filter's window apart, since go-redis refuses any field of the
+// full reply but RedisBloom's five.
 func parseBFInfo(s *Server, args [][]byte) (op, error) {
 	if len(args) > 3 {
 		return op{}, arityError(args[0])
+	}
+	if len(args) == 3 && keyword(args[2], "WINDOW") {
+		return windowInfo(fsm.FamilyBF, string(args[1])), nil
 	}
 	key, field := string(args[1]), -1
 	if len(args) == 3 {

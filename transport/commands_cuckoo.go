@@ -31,7 +31,7 @@ func cuckooCommands() []*command {
 		{name: "cf.mexists", arity: -3, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFExists},
 		{name: "cf.count", arity: 3, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFCount},
 		{name: "cf.del", arity: 3, flags: w, firstKey: 1, lastKey: 1, step: 1, parse: parseCFDel},
-		{name: "cf.info", arity: 2, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFInfo},
+		{name: "cf.info", arity: -2, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFInfo},
 		{name: "cf.scandump", arity: 3, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFScanDump},
 		{name: "cf.debug", arity: 2, flags: r, firstKey: 1, lastKey: 1, step: 1, parse: parseCFDebug},
 		{name: "cf.compact", arity: 2, flags: w, firstKey: 1, lastKey: 1, step: 1, parse: parseCFCompact},
@@ -66,13 +66,20 @@ func (bc *bloomConfig) cfDefaultSpec(capacity uint64) fsm.Spec {
 
 // parseCFReserve: CF.RESERVE key capacity [BUCKETSIZE b] [MAXITERATIONS m]
 // [EXPANSION e], checked in RedisBloom's order (capacity's range last, since it
-// depends on the bucket size).
+// depends on the bucket size). With WINDOW duration it makes a windowed filter
+// (commands_window.go).
 func parseCFReserve(s *Server, args [][]byte) (op, error) {
 	if len(args)%2 == 0 {
 		return op{}, arityError(args[0])
 	}
 	if err := s.cfg.checkKey(args[1]); err != nil {
 		return op{}, err
+	}
+	if w, ok, err := s.windowArgs(args, 3, false); err != nil || ok {
+		if err != nil {
+			return op{}, err
+		}
+		return s.cfWindowReserve(args, w)
 	}
 	capacity, ok := parseInt64(args[2])
 	if !ok {
@@ -224,8 +231,16 @@ var cfInfoLabels = []string{"Size", "Number of buckets", "Number of filters",
 	"Number of items inserted", "Number of items deleted", "Bucket size",
 	"Expansion rate", "Max iterations"}
 
-// parseCFInfo: CF.INFO key.
+// parseCFInfo: CF.INFO key [WINDOW]. WINDOW describes a windowed filter's
+// window apart, since go-redis refuses any field of the full reply but
+// RedisBloom's eight.
 func parseCFInfo(s *Server, args [][]byte) (op, error) {
+	switch {
+	case len(args) == 3 && keyword(args[2], "WINDOW"):
+		return windowInfo(fsm.FamilyCF, string(args[1])), nil
+	case len(args) != 2:
+		return op{}, arityError(args[0])
+	}
 	key := string(args[1])
 	return readOp(func(q queries, w *reply) {
 		in, err := q.Info(fsm.FamilyCF, key)

@@ -32,7 +32,7 @@ func keyspaceCommands() []*command {
 // typeName is TYPE's answer for a filter kind.
 func typeName(k filters.Kind) string {
 	switch k {
-	case filters.KindCuckoo, filters.KindRBCuckoo:
+	case filters.KindCuckoo, filters.KindRBCuckoo, filters.KindWindowCuckoo:
 		return typeCuckoo
 	case filters.KindCounting, filters.KindDLeft:
 		return typeCounting

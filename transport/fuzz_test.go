@@ -38,6 +38,8 @@ var fuzzSeeds = []string{
 	"CONFIG SET bf-error-rate 0.5", "CONFIG SET cf-max-expansions 2", "CONFIG RESETSTAT", "CONFIG HELP",
 	"COMMAND DOCS bf.insert client|kill", "COMMAND LIST FILTERBY MODULE bf", "COMMAND GETKEYS DEL a b",
 	"COMMAND HELP", "CLUSTER HELP",
+	"BF.RESERVE w 0.01 100 WINDOW 7d", "BF.RESERVE w 0.01 100 LAST 50 NONSCALING", "BF.INFO w WINDOW",
+	"CF.RESERVE c 100 WINDOW 500ms MAXITERATIONS 50", "CF.INFO c WINDOW", "BF.RESERVE w 0.01 100 WINDOW 1.5h",
 }
 
 // FuzzCommand sends arbitrary argument vectors through parsing and validation,
@@ -114,6 +116,10 @@ func checkWrite(t *testing.T, c *fsm.Command) {
 	if sp.Capacity < 1 || sp.Capacity > lim.MaxCapacity {
 		t.Fatalf("capacity %d passed", sp.Capacity)
 	}
+	if fsm.IsWindowed(sp.Kind) || sp.Window != 0 || sp.Last != 0 {
+		checkWindowSpec(t, c)
+		return
+	}
 	switch c.Family {
 	case fsm.FamilyBF:
 		if !(sp.ErrorRate > 0 && sp.ErrorRate <= bfErrorRateCap) || sp.Expansion > maxExpansion ||
@@ -133,6 +139,23 @@ func checkWrite(t *testing.T, c *fsm.Command) {
 	default:
 		t.Fatalf("mutation without a family: %+v", c)
 	}
+}
+
+// checkWindowSpec asserts an accepted windowed spec is in range: one window,
+// of 1 ms to 3650 days or 1 to the capacity limit of insertions (BF only),
+// and nothing a windowed filter does not take.
+func checkWindowSpec(t *testing.T, c *fsm.Command) {
+	sp, lim := c.Spec, fuzzConfig.withDefaults()
+	okWindow := sp.Window >= 1e6 && sp.Window <= windowMaxMs*1e6 && sp.Last == 0 ||
+		sp.Window == 0 && sp.Last >= 1 && sp.Last <= lim.MaxCapacity && c.Family == fsm.FamilyBF
+	switch {
+	case c.Op != fsm.OpReserve || !okWindow || sp.Expansion != 0 || sp.NonScaling:
+	case c.Family == fsm.FamilyBF && sp.Kind == filters.KindWindowBloom && sp.ErrorRate >= 1e-6 && sp.ErrorRate <= bfErrorRateCap:
+		return
+	case c.Family == fsm.FamilyCF && sp.Kind == filters.KindWindowCuckoo && sp.MaxIterations >= 1 && sp.BucketSize == 0:
+		return
+	}
+	t.Fatalf("bad windowed spec passed: %+v", c)
 }
 
 // checkOneReply asserts b holds exactly one well-formed RESP value.

@@ -256,10 +256,10 @@ func TestRedisCLIHelp(t *testing.T) {
 	port := ts.addr[strings.LastIndex(ts.addr, ":")+1:]
 	for _, tc := range []struct{ cmd, hint string }{
 		{"bf.insert", "BF.INSERT key [CAPACITY capacity] [ERROR error] [EXPANSION expansion] [NOCREATE] [NONSCALING] ITEMS item [item ...]"},
-		{"bf.reserve", "BF.RESERVE key error_rate capacity [EXPANSION expansion] [NONSCALING]"},
-		{"bf.info", "BF.INFO key [CAPACITY|SIZE|FILTERS|ITEMS|EXPANSION]"},
+		{"bf.reserve", "BF.RESERVE key error_rate capacity [EXPANSION expansion] [NONSCALING] [WINDOW duration|LAST n]"},
+		{"bf.info", "BF.INFO key [CAPACITY|SIZE|FILTERS|ITEMS|EXPANSION|WINDOW]"},
 		{"bf.madd", "BF.MADD key item [item ...]"},
-		{"cf.reserve", "CF.RESERVE key capacity [BUCKETSIZE bucketsize] [MAXITERATIONS maxiterations] [EXPANSION expansion]"},
+		{"cf.reserve", "CF.RESERVE key capacity [BUCKETSIZE bucketsize] [MAXITERATIONS maxiterations] [EXPANSION expansion] [WINDOW duration]"},
 		{"cf.insertnx", "CF.INSERTNX key [CAPACITY capacity] [NOCREATE] ITEMS item [item ...]"},
 		{"cf.loadchunk", "CF.LOADCHUNK key iterator data"},
 		{"cbf.reserve", "CBF.RESERVE key error_rate capacity [COUNTERBITS 4|8] [LAYOUT STANDARD|DLEFT]"},

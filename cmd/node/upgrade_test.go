@@ -160,18 +160,32 @@ func TestRollingUpgrade(t *testing.T) {
 	for _, s := range []string{"{held}", "{leader}"} {
 		seesEveryWrite(t, held.client(2), s)
 	}
-	// A command of a newer format (EXPIRE, format 5) is refused, not
-	// applied, through the held node and the leader alike.
-	if need := int(fsm.MinCodec(&fsm.Command{Op: fsm.OpExpire})); need > old {
+	// A command of a newer format (EXPIRE, format 5; a windowed filter,
+	// format 6) is refused, not applied, through the held node and the
+	// leader alike.
+	for _, c := range []struct {
+		need  *fsm.Command
+		args  []any
+		check []any // a read that shows the command was not applied, and its answer
+		want  any
+	}{
+		{&fsm.Command{Op: fsm.OpExpire}, []any{"EXPIRE", "bf{held}", "100"}, []any{"TTL", "bf{held}"}, int64(-1)},
+		{&fsm.Command{Op: fsm.OpReserve, Spec: fsm.Spec{Window: 1}}, []any{"BF.RESERVE", "w{held}", "0.01", "100", "WINDOW", "7d"},
+			[]any{"EXISTS", "w{held}"}, int64(0)},
+	} {
+		need := int(fsm.MinCodec(c.need))
+		if need <= old {
+			continue
+		}
 		want := fmt.Sprintf("ERR not every node of the cluster can apply this command: "+
 			"it needs log format %d and a member reads only up to %d; upgrade every node", need, old)
 		for _, p := range []*proc{held, l} {
-			if err := p.client(2).Do(bg(), "EXPIRE", "bf{held}", "100").Err(); err == nil || err.Error() != want {
-				t.Fatalf("EXPIRE with n3 held at %d: %v, want %q", old, err, want)
+			if err := p.client(2).Do(bg(), c.args...).Err(); err == nil || err.Error() != want {
+				t.Fatalf("%v with n3 held at %d: %v, want %q", c.args, old, err, want)
 			}
 		}
-		if ttl, err := held.client(2).Do(bg(), "TTL", "bf{held}").Int64(); err != nil || ttl != -1 {
-			t.Fatalf("TTL after a refused EXPIRE: %d %v", ttl, err)
+		if got, err := held.client(2).Do(bg(), c.check...).Result(); err != nil || got != c.want {
+			t.Fatalf("%v after a refused %v: %v %v", c.check, c.args, got, err)
 		}
 	}
 	st, err := readFormatStatus(held)
@@ -233,6 +247,18 @@ func TestRollingUpgrade(t *testing.T) {
 				t.Fatalf("window still on n%d after its deadline: %d %v", i+1, n, err)
 			}
 			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// And a windowed filter is taken, and answers on every node.
+	if err := c.Do(bg(), "BF.RESERVE", "seen", "0.01", "100", "WINDOW", "7d").Err(); err != nil {
+		t.Fatalf("windowed BF.RESERVE after the upgrade: %v", err)
+	}
+	if err := c.Do(bg(), "BF.ADD", "seen", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range nodes {
+		if ok, err := p.client(2).Do(bg(), "BF.EXISTS", "seen", "x").Bool(); err != nil || !ok {
+			t.Fatalf("n%d: BF.EXISTS of a windowed filter after the upgrade: %v %v", i+1, ok, err)
 		}
 	}
 }

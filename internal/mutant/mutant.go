@@ -28,8 +28,11 @@ const (
 	SkipVerifyLeader = "skip-verify-leader"
 	// RestoreDropsNewest: restoring a snapshot drops its last filter.
 	RestoreDropsNewest = "restore-drops-newest"
+	// WindowEarly: windowed filters age at twice the pace of the log's
+	// clock, so items answer absent halfway through their window.
+	WindowEarly = "window-early"
 )
 
 // Names lists every mutant.
 var Names = []string{SessionsOff, FollowerLocalReads, AckAtProposal, DeleteTwice, AddTwice, SkipVerifyLeader,
-	RestoreDropsNewest}
+	RestoreDropsNewest, WindowEarly}

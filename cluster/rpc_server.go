@@ -28,6 +28,11 @@ type peerStatus struct {
 	// node knows it (the controller reads them from a group's leader).
 	Voters    []string `json:"voters,omitempty"`
 	Nonvoters []string `json:"nonvoters,omitempty"`
+	// Commit, Filters and Bytes are the group's commit index and what its
+	// state machine holds here.
+	Commit  uint64 `json:"commit,omitempty"`
+	Filters int    `json:"filters,omitempty"`
+	Bytes   uint64 `json:"bytes,omitempty"`
 }
 
 // serveRPC answers one peer connection until it closes.
@@ -181,6 +186,9 @@ func (g *group) peerStatus() peerStatus {
 		LastIndex:    last,
 		HasState:     last > 0 || g.raft.CurrentTerm() > 0,
 		Leader:       lid,
+		Commit:       g.raft.CommitIndex(),
+		Filters:      g.fsm.Len(),
+		Bytes:        g.fsm.MemoryBytes(),
 	}
 	if a, ok := g.n.gossipAdv.Load().(string); ok {
 		ps.Gossip = a

@@ -43,6 +43,8 @@ var commandSummaries = []struct{ name, summary string }{
 	{"members", "the cluster's members, as gossip and raft see them"},
 	{"status", "a node's view of itself"},
 	{"raft", "list-peers, remove-peer ID, transfer-leader [ID]"},
+	{"shards", "the shards of a sharded cluster: slots, replicas, leader, size"},
+	{"node", "drain ID: move every replica off a node before it is retired"},
 	{"wait", "wait until a node is ready"},
 	{"snapshot", "save, restore or inspect a backup of the cluster"},
 	{"migrate", "copy every filter of a Redis with RedisBloom (or another cluster) into this one"},

@@ -261,3 +261,80 @@ func notApplied(f func() error) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestShardedJoinAndDrain: a seventh node joins a six-node sharded cluster
+// while twenty writers go on, and receives replicas until every node holds
+// two or three; no acknowledged write is lost. `rookery node drain` then
+// empties a node, and `rookery shards` shows every shard on the others.
+func TestShardedJoinAndDrain(t *testing.T) {
+	c := startSharded(t, 6, 6, 3)
+	ctx, stop := context.WithCancel(context.Background())
+	type ack struct{ key, item string }
+	acks := make(chan ack, 1<<16)
+	done := make(chan struct{})
+	for w := range 20 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			cl := redis.NewClient(&redis.Options{Addr: c.Nodes[w%6].RESP, MaxRetries: -1})
+			defer cl.Close()
+			for i := 0; ctx.Err() == nil; i++ {
+				k, item := fmt.Sprintf("w%d:%d", w, i%50), fmt.Sprint(i)
+				if err := cl.BFAdd(ctx, k, item).Err(); err == nil {
+					acks <- ack{k, item}
+				}
+			}
+		}()
+	}
+	n7, err := c.Add("n7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 120*time.Second, "the seventh node to hold its share of replicas", func() bool {
+		st, err := n7.Status()
+		return err == nil && len(st.Shards) >= 2
+	})
+	time.Sleep(time.Second) // writes go on through the last moves
+	stop()
+	for range 20 {
+		<-done
+	}
+	close(acks)
+	c.waitPlaced(6, 3, 60*time.Second)
+	for _, m := range c.Nodes {
+		st, err := m.Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Shards) < 2 || len(st.Shards) > 3 {
+			t.Errorf("%s holds %d replicas after n7 joined, want 2 or 3", m.ID, len(st.Shards))
+		}
+	}
+	check := redis.NewClient(&redis.Options{Addr: n7.RESP})
+	defer check.Close()
+	n := 0
+	for a := range acks {
+		var ok bool
+		err := notApplied(func() (err error) { ok, err = check.BFExists(context.Background(), a.key, a.item).Result(); return err })
+		if err != nil || !ok {
+			t.Fatalf("acknowledged %s %s lost: %v %v", a.key, a.item, ok, err)
+		}
+		n++
+	}
+	t.Logf("%d acknowledged writes, every one found", n)
+
+	// Drain n2: it ends up holding nothing, and every shard is served.
+	code, out, errOut := runTool(t, "node", nil, "drain", "--addr", c.Nodes[0].HTTP, "n2")
+	if code != 0 {
+		t.Fatalf("rookery node drain: %d %s %s", code, out, errOut)
+	}
+	eventually(t, 120*time.Second, "n2 to hold no replica", func() bool {
+		st, err := c.Nodes[1].Status()
+		return err == nil && len(st.Shards) == 0
+	})
+	code, out, errOut = runTool(t, "shards", nil, "--addr", c.Nodes[0].HTTP)
+	if code != 0 || strings.Contains(out, "n2(") || strings.Count(out, "leader)") != 6 {
+		t.Fatalf("rookery shards after the drain: %d\n%s%s", code, out, errOut)
+	}
+	c.Nodes[1].Kill()
+	c.waitShardsOK(30 * time.Second)
+}

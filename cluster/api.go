@@ -38,6 +38,10 @@ var (
 	// ErrNeedsUpgrade: the command needs a log format a member of the cluster
 	// does not read yet (fsm.MinCodec); not applied.
 	ErrNeedsUpgrade = errors.New("not every node of the cluster can apply this command")
+	// ErrNotHosted: the request reached a node that holds no replica of the
+	// shard it names (its map was behind or ahead of the sender's); not
+	// applied.
+	ErrNotHosted = errors.New("this node holds no replica of that shard")
 	// ErrHalted: this node's state machine stopped at a log entry it could not
 	// read (fsm.Halt); it serves no reads until it is recovered.
 	ErrHalted = errors.New("node halted")
@@ -65,6 +69,9 @@ type Status struct {
 	LogFormatUse int `json:"log_format_in_use,omitempty"`
 	// Problem says what keeps the node from serving, when something does.
 	Problem string `json:"problem,omitempty"`
+	// Shards lists this node's replicas of the shards of a sharded cluster
+	// (Filters and MemoryBytes are then theirs together).
+	Shards []ShardStatus `json:"shards,omitempty"`
 }
 
 // NodeInfo is one member of the cluster (the node list, /v1/nodes).

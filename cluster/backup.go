@@ -300,8 +300,8 @@ type Restored struct {
 
 // TakeSnapshot has raft snapshot this node's state now and compact its log, as
 // it does by itself every --snapshot-threshold entries.
-func (n *Node) TakeSnapshot() (SnapshotInfo, error) {
-	meta, rc, err := n.snapshotNow()
+func (g *group) TakeSnapshot() (SnapshotInfo, error) {
+	meta, rc, err := g.snapshotNow()
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -313,20 +313,20 @@ func (n *Node) TakeSnapshot() (SnapshotInfo, error) {
 // first commits a barrier, so that the backup holds every write acknowledged
 // before the call; a follower answers ErrNotLeader unless stale, when it backs
 // up its own state, which may miss the latest writes.
-func (n *Node) OpenBackup(ctx context.Context, stale bool) (*Backup, error) {
+func (g *group) OpenBackup(ctx context.Context, stale bool) (*Backup, error) {
 	if !stale {
-		if !n.IsLeader() {
+		if !g.IsLeader() {
 			return nil, ErrNotLeader
 		}
-		timeout := n.cfg.ApplyTimeout
+		timeout := g.n.cfg.ApplyTimeout
 		if dl, ok := ctx.Deadline(); ok {
 			timeout = min(timeout, time.Until(dl))
 		}
-		if err := n.raft.Barrier(timeout).Error(); err != nil {
+		if err := g.raft.Barrier(timeout).Error(); err != nil {
 			return nil, translateReadErr(err)
 		}
 	}
-	meta, rc, err := n.snapshotNow()
+	meta, rc, err := g.snapshotNow()
 	if err != nil {
 		return nil, err
 	}
@@ -337,21 +337,21 @@ func (n *Node) OpenBackup(ctx context.Context, stale bool) (*Backup, error) {
 		Configuration:       backupServers(meta.Configuration),
 		ConfigurationIndex:  meta.ConfigurationIndex,
 		StateBytes:          meta.Size,
-		Node:                n.cfg.ID,
+		Node:                g.n.cfg.ID,
 		Created:             time.Now().UTC(),
 	}, rc)
 	if err != nil {
 		rc.Close()
 		return nil, err
 	}
-	n.log.Info("backup opened", "index", meta.Index, "term", meta.Term, "bytes", b.Size(), "stale", stale)
+	g.log.Info("backup opened", "index", meta.Index, "term", meta.Term, "bytes", b.Size(), "stale", stale)
 	return b, nil
 }
 
 // snapshotNow takes a user snapshot and opens it; the store checks the
 // file's checksum as it is read (snapstore.go).
-func (n *Node) snapshotNow() (*raft.SnapshotMeta, io.ReadCloser, error) {
-	f := n.raft.Snapshot()
+func (g *group) snapshotNow() (*raft.SnapshotMeta, io.ReadCloser, error) {
+	f := g.raft.Snapshot()
 	if err := f.Error(); err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNothingNewToSnapshot):
@@ -373,20 +373,20 @@ func (n *Node) snapshotNow() (*raft.SnapshotMeta, io.ReadCloser, error) {
 // elsewhere, before r is read), streams r to a temporary file in the data
 // directory, verifies it whole and installs it through raft.Restore. A damaged
 // or oversized backup changes nothing.
-func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, size int64) (*Restored, error) {
-	mu, _ := restoreLocks.LoadOrStore(n.cfg.DataDir, new(sync.Mutex))
+func (g *group) RestoreBackup(ctx context.Context, r io.Reader, size int64) (*Restored, error) {
+	mu, _ := restoreLocks.LoadOrStore(g.n.cfg.DataDir, new(sync.Mutex))
 	if !mu.(*sync.Mutex).TryLock() {
 		return nil, ErrRestoreInProgress
 	}
 	defer mu.(*sync.Mutex).Unlock()
-	if !n.IsLeader() {
+	if !g.IsLeader() {
 		return nil, ErrNotLeader
 	}
-	limit := n.maxBackupBytes()
+	limit := g.maxBackupBytes()
 	if size > limit {
 		return nil, fmt.Errorf("%w: %d bytes, this node takes at most %d", ErrBackupTooLarge, size, limit)
 	}
-	f, err := n.receiveBackup(ctx, r, limit)
+	f, err := g.n.receiveBackup(ctx, r, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -398,7 +398,7 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, size int64) (*Res
 	if err != nil {
 		return nil, err
 	}
-	if max := n.cfg.MaxMemory; max > 0 && info.State.MemoryBytes > max {
+	if max := g.n.cfg.MaxMemory; max > 0 && info.State.MemoryBytes > max {
 		return nil, fmt.Errorf("%w: the backup's filters take %d bytes, more than this node's --max-memory (%d)",
 			ErrTooLarge, info.State.MemoryBytes, max)
 	}
@@ -408,18 +408,18 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, size int64) (*Res
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !n.IsLeader() {
+	if !g.IsLeader() {
 		return nil, ErrNotLeader
 	}
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersion(info.Meta.RaftSnapshotVersion),
 		Index: info.Meta.Index, Term: info.Meta.Term, Size: info.Meta.StateBytes}
 	state := bufio.NewReaderSize(io.LimitReader(f, info.Meta.StateBytes), 1<<20)
-	before := n.lastSnapshotIndex()
-	if err := n.raft.Restore(meta, state, restoreEnqueueTimeout); err != nil {
-		return nil, restoreErr(err, n.lastSnapshotIndex() != before)
+	before := g.lastSnapshotIndex()
+	if err := g.raft.Restore(meta, state, restoreEnqueueTimeout); err != nil {
+		return nil, restoreErr(err, g.lastSnapshotIndex() != before)
 	}
-	idx := n.lastSnapshotIndex()
-	n.log.Warn("restored a backup: the cluster's state is now the backup's", "index", idx,
+	idx := g.lastSnapshotIndex()
+	g.log.Warn("restored a backup: the cluster's state is now the backup's", "index", idx,
 		"backup_index", info.Meta.Index, "backup_term", info.Meta.Term, "backup_node", info.Meta.Node,
 		"filters", len(info.State.Filters), "memory_bytes", info.State.MemoryBytes)
 	return &Restored{BackupInfo: info, Index: idx}, nil
@@ -429,13 +429,13 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, size int64) (*Res
 // refusing more than limit bytes, and returns the file. Files left by an
 // earlier restore that did not finish (a crash) are removed first: the caller
 // holds the data directory's restore lock, so nobody else is writing them.
-func (n *Node) receiveBackup(ctx context.Context, r io.Reader, limit int64) (*os.File, error) {
-	if old, err := filepath.Glob(filepath.Join(n.cfg.DataDir, restoreTempPattern)); err == nil {
+func (g *group) receiveBackup(ctx context.Context, r io.Reader, limit int64) (*os.File, error) {
+	if old, err := filepath.Glob(filepath.Join(g.n.cfg.DataDir, restoreTempPattern)); err == nil {
 		for _, p := range old {
 			os.Remove(p)
 		}
 	}
-	f, err := os.CreateTemp(n.cfg.DataDir, restoreTempPattern)
+	f, err := os.CreateTemp(g.n.cfg.DataDir, restoreTempPattern)
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
@@ -462,8 +462,8 @@ func (n *Node) receiveBackup(ctx context.Context, r io.Reader, limit int64) (*os
 // maxBackupBytes bounds an upload, so that a caller cannot fill the disk: a
 // filter's encoding is about its size in memory, so twice the memory cap and
 // room for the session table is more than any backup this node could restore.
-func (n *Node) maxBackupBytes() int64 {
-	if m := n.cfg.MaxMemory; m > 0 && m < 1<<60 {
+func (g *group) maxBackupBytes() int64 {
+	if m := g.n.cfg.MaxMemory; m > 0 && m < 1<<60 {
 		return 2*int64(m) + backupHeadroom
 	}
 	return backupNoCap
@@ -471,8 +471,8 @@ func (n *Node) maxBackupBytes() int64 {
 
 // lastSnapshotIndex is the index of raft's newest snapshot. A restore always
 // moves it forward: raft installs the backup past the last index of its log.
-func (n *Node) lastSnapshotIndex() uint64 {
-	idx, _ := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
+func (g *group) lastSnapshotIndex() uint64 {
+	idx, _ := strconv.ParseUint(g.raft.Stats()["last_snapshot_index"], 10, 64)
 	return idx
 }
 

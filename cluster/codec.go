@@ -43,29 +43,29 @@ func codecOf(m meta) byte {
 // notes it as the format in use. It is cheap (the configuration is a copy raft
 // keeps; servers are few), so it is computed for every entry rather than
 // cached.
-func (n *Node) entryCodec() byte {
-	v := n.codecFor(n.raft.GetConfiguration())
-	n.codecUsed.Store(uint32(v))
+func (g *group) entryCodec() byte {
+	v := g.codecFor(g.raft.GetConfiguration())
+	g.codecUsed.Store(uint32(v))
 	return v
 }
 
 // codecFor is the lowest format the servers of a configuration read.
-func (n *Node) codecFor(f raft.ConfigurationFuture) byte {
+func (g *group) codecFor(f raft.ConfigurationFuture) byte {
 	if f.Error() != nil {
 		return fsm.CodecV1
 	}
-	v := n.logFormat()
+	v := g.n.logFormat()
 	unheard := byte(fsm.CodecV2)
-	if u := n.codecUsed.Load(); u != 0 {
+	if u := g.codecUsed.Load(); u != 0 {
 		unheard = byte(u)
 	}
-	n.memMu.Lock()
-	defer n.memMu.Unlock()
+	g.n.memMu.Lock()
+	defer g.n.memMu.Unlock()
 	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == n.cfg.ID {
+		if string(s.ID) == g.n.cfg.ID {
 			continue
 		}
-		if m, ok := n.memTable[string(s.ID)]; ok {
+		if m, ok := g.n.memTable[string(s.ID)]; ok {
 			v = min(v, codecOf(m.meta))
 		} else {
 			v = min(v, unheard)
@@ -76,11 +76,11 @@ func (n *Node) codecFor(f raft.ConfigurationFuture) byte {
 
 // LogFormatInUse is the log format the leader writes entries in now; 0 on a
 // node that is not the leader.
-func (n *Node) LogFormatInUse() int {
-	if n.raft.State() != raft.Leader {
+func (g *group) LogFormatInUse() int {
+	if g.raft.State() != raft.Leader {
 		return 0
 	}
-	return int(n.codecFor(n.raft.GetConfiguration()))
+	return int(g.codecFor(g.raft.GetConfiguration()))
 }
 
 // noteCodecs recomputes the version followers forward in; called with memMu

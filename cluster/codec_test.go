@@ -68,6 +68,7 @@ func TestCodecForEveryServer(t *testing.T) {
 			conf(server("n2", raft.Voter), server("n3", raft.Voter)), fsm.CodecV2},
 	} {
 		n := &Node{cfg: Config{ID: "n1", MaxLogFormat: tc.held}, memTable: heard(tc.members)}
+		n.group = &group{n: n}
 		n.codecUsed.Store(uint32(tc.used))
 		if got := n.codecFor(tc.conf); got != tc.want {
 			t.Errorf("%s: format %d, want %d", tc.name, got, tc.want)

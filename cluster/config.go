@@ -11,6 +11,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rookerydb/rookery/internal/slot"
 )
 
 // DialFunc opens a TCP connection; tests replace it to cut links between nodes.
@@ -50,6 +52,14 @@ type Config struct {
 	// DeadServerTimeout: a member dead this long is removed from the
 	// configuration, if a healthy quorum remains without it.
 	DeadServerTimeout time.Duration
+	// Shards, when set, splits the keyspace into that many shards, each its
+	// own Raft group placed on Replicas nodes (docs/SHARDING.md); the node
+	// that writes the cluster's first map records them. 0 keeps the cluster
+	// one group on every node, as before shards.
+	Shards int
+	// Replicas is R, the replicas of each shard (default 3; fewer while
+	// fewer nodes exist).
+	Replicas int
 	// LeaveOnTerminate makes Shutdown leave the cluster for good.
 	LeaveOnTerminate bool
 	// MaxMemory caps the filter memory of the node, in bytes; 0 means no cap.
@@ -107,6 +117,7 @@ const (
 	DefaultApplyTimeout       = 10 * time.Second
 	DefaultSnapshotThreshold  = 16384
 	DefaultSnapshotInterval   = 30 * time.Second
+	DefaultReplicas           = 3
 )
 
 func (c *Config) withDefaults() (Config, error) {
@@ -130,6 +141,15 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cfg.BootstrapExpect < 0 {
 		return cfg, errors.New("cluster: bootstrap-expect must not be negative")
+	}
+	if cfg.Shards < 0 || cfg.Shards > slot.Count {
+		return cfg, fmt.Errorf("cluster: shards must be from 1 to %d", slot.Count)
+	}
+	if cfg.Replicas < 0 || cfg.Replicas > 15 {
+		return cfg, errors.New("cluster: replicas must be from 1 to 15")
+	}
+	if cfg.Shards > 0 && cfg.Replicas == 0 {
+		cfg.Replicas = DefaultReplicas
 	}
 	setDur := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {

@@ -296,25 +296,25 @@ func (n *Node) diskWatch() {
 }
 
 // writableVoters counts the voters whose disk takes log, this node included.
-func (n *Node) writableVoters() int {
-	f := n.raft.GetConfiguration()
+func (g *group) writableVoters() int {
+	f := g.raft.GetConfiguration()
 	if f.Error() != nil {
 		return 0
 	}
 	c := 0
-	n.memMu.Lock()
-	defer n.memMu.Unlock()
+	g.n.memMu.Lock()
+	defer g.n.memMu.Unlock()
 	for _, s := range f.Configuration().Servers {
 		if s.Suffrage != raft.Voter {
 			continue
 		}
-		if string(s.ID) == n.cfg.ID {
-			if n.disk.refuse() == nil {
+		if string(s.ID) == g.n.cfg.ID {
+			if g.n.disk.refuse() == nil {
 				c++
 			}
 			continue
 		}
-		if m, ok := n.memTable[string(s.ID)]; !ok || m.Disk == "" {
+		if m, ok := g.n.memTable[string(s.ID)]; !ok || m.Disk == "" {
 			c++
 		}
 	}
@@ -323,12 +323,12 @@ func (n *Node) writableVoters() int {
 
 // refuseWrites says why the leader cannot take a batch of about size bytes
 // now: its own disk, or too few voters whose disk takes log to make a quorum.
-func (n *Node) refuseWrites(size int) error {
-	if err := n.disk.admit(size); err != nil {
+func (g *group) refuseWrites(size int) error {
+	if err := g.n.disk.admit(size); err != nil {
 		return err
 	}
-	if v := n.voters(); v > 1 && n.writableVoters() < v/2+1 {
-		return fmt.Errorf("%w: only %d of %d voters have room for the log", ErrDiskFull, n.writableVoters(), v)
+	if v := g.voters(); v > 1 && g.writableVoters() < v/2+1 {
+		return fmt.Errorf("%w: only %d of %d voters have room for the log", ErrDiskFull, g.writableVoters(), v)
 	}
 	return nil
 }

@@ -66,6 +66,7 @@ var Contract = []ErrorKind{
 	{ErrDiskError, ClassRefused, codeDiskError, "ERR", ""},
 	{ErrNeedsUpgrade, ClassRefused, codeNeedsUpgrade, "ERR", ""},
 	{ErrRemoved, ClassNotApplied, codeRemoved, "REMOVED", ""},
+	{ErrNotHosted, ClassNotApplied, codeNotHosted, "TRYAGAIN", ""},
 	{ErrIndeterminate, ClassIndeterminate, codeIndeterminate, "INDETERMINATE", ""},
 }
 

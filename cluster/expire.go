@@ -40,17 +40,17 @@ func (n *Node) now() time.Time {
 }
 
 // kickExpiry wakes the expiry loop (this node started to lead).
-func (n *Node) kickExpiry() {
+func (g *group) kickExpiry() {
 	select {
-	case n.expireKick <- struct{}{}:
+	case g.expireKick <- struct{}{}:
 	default:
 	}
 }
 
 // expireLoop proposes an expiry tick whenever this node leads and its clock
 // has passed the earliest deadline.
-func (n *Node) expireLoop() {
-	defer n.wg.Done()
+func (g *group) expireLoop() {
+	defer g.wg.Done()
 	timer := time.NewTimer(maxExpireWait)
 	defer timer.Stop()
 	var (
@@ -66,24 +66,24 @@ func (n *Node) expireLoop() {
 		}
 		select {
 		case <-timer.C:
-		case <-n.fsm.NextDeadlineChanged():
-		case <-n.expireKick:
+		case <-g.fsm.NextDeadlineChanged():
+		case <-g.expireKick:
 		case <-done:
 			_, err := inflight.Result()
 			inflight = nil
-			if next := n.fsm.NextDeadline(); err == nil && (next == 0 || next > sentFor) {
+			if next := g.fsm.NextDeadline(); err == nil && (next == 0 || next > sentFor) {
 				backoff = 0
 			} else {
 				backoff = min(max(2*backoff, minExpireBackoff), maxExpireBackoff)
 				notBefore = time.Now().Add(backoff)
-				n.tickFailed(err)
+				g.tickFailed(err)
 			}
-		case <-n.stop:
+		case <-g.stop:
 			return
 		}
 		wait := maxExpireWait
-		if next := n.fsm.NextDeadline(); next != 0 && inflight == nil && n.IsLeader() && n.fsm.Halted() == nil {
-			due := time.UnixMilli(next).Sub(n.now())
+		if next := g.fsm.NextDeadline(); next != 0 && inflight == nil && g.IsLeader() && g.fsm.Halted() == nil {
+			due := time.UnixMilli(next).Sub(g.n.now())
 			switch {
 			case due <= 0 && time.Now().Before(notBefore):
 				wait = time.Until(notBefore)
@@ -91,7 +91,7 @@ func (n *Node) expireLoop() {
 				// Proposed here, never forwarded: a tick is the leader's.
 				sentFor = next
 				inflight = NewFuture()
-				n.submitLocal(&fsm.Command{Op: fsm.OpExpireTick}, inflight)
+				g.submitLocal(&fsm.Command{Op: fsm.OpExpireTick}, inflight)
 			default:
 				wait = min(wait, due)
 			}
@@ -102,12 +102,12 @@ func (n *Node) expireLoop() {
 
 // tickFailed says why a tick did not expire what was due, once a minute at
 // most; losing leadership is not worth a word.
-func (n *Node) tickFailed(err error) {
+func (g *group) tickFailed(err error) {
 	switch {
 	case err == nil:
-		n.log.Debug("expiry tick removed nothing: the clock stamped is before the earliest deadline")
+		g.log.Debug("expiry tick removed nothing: the clock stamped is before the earliest deadline")
 	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrShutdown):
 	default:
-		n.warnEvery("expire-tick", "expiry tick not applied; keys past their deadline stay until it is", "err", err)
+		g.n.warnEvery("expire-tick", "expiry tick not applied; keys past their deadline stay until it is", "err", err)
 	}
 }

@@ -15,8 +15,7 @@ import (
 // follower (for dead-server removal), and whether this node finds itself
 // removed from the configuration.
 type healState struct {
-	book  peerBook
-	reach raftReach
+	book peerBook
 
 	// removed says why this node is out of the configuration ("" while it is
 	// a member); the membership loop sets it.
@@ -112,8 +111,8 @@ func (r *raftReach) unreachable(now time.Time) map[string]time.Duration {
 }
 
 // reachLoop feeds raftReach from raft's heartbeat observations.
-func (n *Node) reachLoop() {
-	defer n.wg.Done()
+func (g *group) reachLoop() {
+	defer g.wg.Done()
 	ch := make(chan raft.Observation, 64)
 	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
@@ -122,18 +121,18 @@ func (n *Node) reachLoop() {
 		}
 		return false
 	})
-	n.raft.RegisterObserver(obs)
-	defer n.raft.DeregisterObserver(obs)
+	g.raft.RegisterObserver(obs)
+	defer g.raft.DeregisterObserver(obs)
 	for {
 		select {
 		case o := <-ch:
 			switch d := o.Data.(type) {
 			case raft.FailedHeartbeatObservation:
-				n.heal.reach.failed(string(d.PeerID), d.LastContact, time.Now())
+				g.reach.failed(string(d.PeerID), d.LastContact, time.Now())
 			case raft.ResumedHeartbeatObservation:
-				n.heal.reach.resumed(string(d.PeerID))
+				g.reach.resumed(string(d.PeerID))
 			}
-		case <-n.stop:
+		case <-g.stop:
 			return
 		}
 	}
@@ -186,6 +185,14 @@ func (n *Node) tendMembership() {
 		n.regossip()
 	}
 	hint, _ := n.heal.hint.Load().(string)
+	if n.clusterMap() != nil {
+		// Sharded: a node out of group 0 is one the map does not place
+		// shard 0 on, not one removed from the cluster.
+		if !book.Left {
+			n.setRemoved("")
+			return
+		}
+	}
 	n.setRemoved(removedReason(selfView{In: in, Led: led, Servers: len(servers), Hint: hint, Member: book.Member, Left: book.Left}))
 }
 

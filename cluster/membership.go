@@ -34,6 +34,10 @@ type meta struct {
 	// removed (or left), and the leader tells it so rather than add it back
 	// with that state (heal.go).
 	Member bool `json:"member,omitempty"`
+	// MapVer is the version of the cluster map the member holds (0: none;
+	// docs/SHARDING.md), and Leads the shards whose groups it leads.
+	MapVer uint64 `json:"map,omitempty"`
+	Leads  []int  `json:"leads,omitempty"`
 }
 
 // delegate serves this node's metadata to memberlist.
@@ -105,6 +109,9 @@ func (n *Node) noteMember(m *memberlist.Node, gone bool) {
 	n.memTable[md.ID] = member{meta: md, state: state, gossip: m.Address()}
 	n.noteCodecs()
 	n.memMu.Unlock()
+	if state == memberlist.StateAlive {
+		n.maybeFetchMap(md)
+	}
 	n.membershipChanged()
 }
 
@@ -194,7 +201,10 @@ func (n *Node) members() []member {
 // localMeta is this node's own metadata.
 func (n *Node) localMeta() meta {
 	m := meta{ID: n.cfg.ID, Raft: n.raftAdvertise, RESP: n.cfg.RESPAddr, HTTP: n.cfg.HTTPAddr, Codec: int(n.logFormat()),
-		Member: n.heal.book.get().Member}
+		Member: n.heal.book.get().Member, Leads: n.leads()}
+	if cm := n.clusterMap(); cm != nil {
+		m.MapVer = cm.Version
+	}
 	if n.disk != nil {
 		if err := n.disk.refuse(); err != nil {
 			m.Disk = err.Error()
@@ -228,7 +238,9 @@ func (n *Node) membershipLoop() {
 	for {
 		n.maybeBootstrap()
 		n.tendMembership()
-		if n.IsLeader() {
+		// With a cluster map, group 0 is a shard like the others: the map
+		// places it and the shard loop moves it (shardloop.go).
+		if n.IsLeader() && n.clusterMap() == nil {
 			n.reconcile()
 		}
 		select {
@@ -275,13 +287,33 @@ func (n *Node) verifyIdentity(id, raftAddr string) (peerStatus, error) {
 	return ps, nil
 }
 
-// peerStatusOf asks a member about its Raft state.
+// peerStatusOf asks a member about its Raft state (of group 0).
 func (n *Node) peerStatusOf(ctx context.Context, raftAddr string) (peerStatus, error) {
+	return n.group.statusOf(ctx, raftAddr)
+}
+
+// statusOf asks the node at raftAddr about its replica of this group.
+func (g *group) statusOf(ctx context.Context, raftAddr string) (peerStatus, error) {
 	var ps peerStatus
-	body, err := n.peer(raftAddr).call(ctx, opStatus, nil)
+	body, err := g.call(ctx, raftAddr, opStatus, nil)
 	if err != nil {
 		return ps, err
 	}
 	err = json.Unmarshal(body, &ps)
 	return ps, err
+}
+
+// verify checks that the node answering at raftAddr is id and holds a replica
+// of this group, and returns what it says of that replica.
+func (g *group) verify(id, raftAddr string) (peerStatus, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	ps, err := g.statusOf(ctx, raftAddr)
+	if err != nil {
+		return ps, err
+	}
+	if ps.ID != id {
+		return ps, fmt.Errorf("%w: %s answers as %q, not %q", errWrongIdentity, raftAddr, ps.ID, id)
+	}
+	return ps, nil
 }

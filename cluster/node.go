@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,39 +14,28 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/rookerydb/rookery/fsm"
-	"github.com/rookerydb/rookery/internal/mutant"
 )
 
 // Node is one Rookery server: a Raft voter (or non-voter) holding every filter,
 // a gossip member, and the gate through which writes are proposed and reads made
 // fresh.
 type Node struct {
+	// group is group 0: the whole cluster's one Raft group until shards,
+	// and then shard 0 and the cluster map (docs/SHARDING.md).
+	*group
+
 	cfg      Config
 	log      *slog.Logger
-	fsm      *fsm.FSM
-	raft     *raft.Raft
-	store    *raftboltdb.BoltStore
-	logs     raft.LogStore // the store behind a cache of recent entries
-	trans    *raft.NetworkTransport
 	mux      *mux
 	ml       *memberlist.Memberlist
 	delegate *delegate     // this node's gossip metadata
 	events   chan struct{} // membership changed: reconcile soon
 
 	raftAdvertise string
-	startIndex    uint64 // last log index when the node started
-
-	prop     *proposer    // writes into log entries (proposer.go)
-	reserved atomic.Int64 // bytes admitted but not yet applied
 
 	bootstrapped atomic.Bool
-	reads        *reader // the read index protocol (readindex.go)
-	leaderGate   *gate   // read index rounds while leading
-	remoteGate   *gate   // read index rounds asked of the leader
 
 	memMu    sync.Mutex
 	memTable map[string]member // by id, from gossip events
@@ -55,31 +43,36 @@ type Node struct {
 	peersMu sync.Mutex
 	peers   map[string]*rpcClient // by raft address
 
+	groupsMu sync.Mutex
+	groups   map[int]*group // open groups other than group 0, by id
+
+	cmap     atomic.Pointer[fsm.Map] // the newest cluster map this node holds (clustermap.go)
+	fetching atomic.Bool             // a map is being fetched from a member
+	keptMap  uint64                  // the map version in MapFile (shard loop only)
+	// gossipedLeads are the groups this node last gossiped it leads (shard loop only).
+	gossipedLeads []int
+
+	cmdHandler atomic.Pointer[CommandHandler] // runs forwarded commands (forward.go)
+	shardKick  chan struct{}                  // the map or a leadership changed: look at the groups
+
 	recMu sync.Mutex
 	rec   *reconciler // membership decisions' memory (plan.go)
 
 	warnMu sync.Mutex
 	warned map[string]time.Time // warnEvery's last line per key
 
-	expireKick chan struct{} // this node started to lead: look at deadlines (expire.go)
-
-	fwdCodec  atomic.Uint32 // the codec version forwarded writes use (codec.go)
-	codecUsed atomic.Uint32 // the codec version this node last wrote entries in as leader
+	fwdCodec atomic.Uint32 // the codec version forwarded writes use (codec.go)
 
 	metrics *metrics
 
-	raftUp       chan struct{} // closed once Raft has started
-	disk         *disk         // the data directory's volume (disk.go)
-	snapshotting atomic.Bool   // a snapshot for a damaged entry is being taken
-	gossipAdv    atomic.Value  // string: the gossip address peers may join through
-	heal         healState     // rejoining, raft reachability, removal (heal.go)
+	disk      *disk        // the data directory's volume (disk.go)
+	gossipAdv atomic.Value // string: the gossip address peers may join through
+	heal      healState    // rejoining, removal (heal.go)
 
 	left     chan struct{} // closed once the node has left the cluster for good
 	leftOnce sync.Once
 	stop     chan struct{}
 	stopOnce sync.Once
-	raftDown chan struct{} // closed once raft has shut down (await)
-	downOnce sync.Once
 	wg       sync.WaitGroup
 }
 
@@ -99,24 +92,22 @@ func New(c Config) (*Node, error) {
 		events:   make(chan struct{}, 1),
 		peers:    make(map[string]*rpcClient),
 		memTable: make(map[string]member),
-		warned:   make(map[string]time.Time),
-		left:     make(chan struct{}),
-		stop:     make(chan struct{}),
-		raftDown: make(chan struct{}),
-		raftUp:   make(chan struct{}),
+		groups:   make(map[int]*group),
 
-		expireKick: make(chan struct{}, 1),
+		shardKick: make(chan struct{}, 1),
+		warned:    make(map[string]time.Time),
+		left:      make(chan struct{}),
+		stop:      make(chan struct{}),
 	}
 	n.rec = newReconciler(cfg.DeadServerTimeout)
-	n.fsm = fsm.New(fsm.Options{SessionTTL: cfg.SessionTTL, Logger: cfg.Logger, MaxFormat: n.logFormat(),
-		OnExpire: cfg.testOnExpire})
+	n.group = newGroup(n, 0, cfg.DataDir)
 	n.metrics = newMetrics(n, cfg.Registry)
-	n.reads = &reader{self: cfg.ID, call: func(ctx context.Context, addr string, op byte, body []byte) ([]byte, error) {
-		return n.peer(addr).call(ctx, op, body)
-	}, skipConfirm: func() bool { return mutant.On(mutant.SkipVerifyLeader) }}
-	n.leaderGate = newGate(n.reads.leaderRound)
-	n.remoteGate = newGate(n.reads.remoteIndex)
+	n.disk = newDisk(cfg.DataDir, n.log.With("component", "disk"))
 	if err := n.listen(); err != nil {
+		n.closeAll()
+		return nil, err
+	}
+	if err := n.loadMap(); err != nil {
 		n.closeAll()
 		return nil, err
 	}
@@ -129,12 +120,10 @@ func New(c Config) (*Node, error) {
 		n.closeAll()
 		return nil, err
 	}
-	if err := n.startRaft(); err != nil {
+	if err := n.group.open(raftLayer{m: n.mux}); err != nil {
 		n.closeAll()
 		return nil, err
 	}
-	n.prop = n.newProposer()
-	close(n.raftUp)
 	if err := n.startGossip(); err != nil {
 		n.closeAll()
 		return nil, err
@@ -143,20 +132,13 @@ func New(c Config) (*Node, error) {
 	if why := n.cannotForm(); why != "" {
 		n.log.Warn(why)
 	}
-	n.wg.Add(6)
+	n.wg.Add(4)
+	go n.shardLoop()
 	go n.diskWatch()
-	go n.haltWatch()
-	go func() { defer n.wg.Done(); n.prop.proposeLoop() }()
-	go func() { defer n.wg.Done(); n.prop.resolveLoop() }()
-	go n.leaderLoop()
 	go n.membershipLoop()
-	n.wg.Add(1)
-	go n.expireLoop()
 	// Always: a restarted node rejoins from its members file and configuration
 	// even without --join (peers.go).
-	n.wg.Add(2)
 	go n.joinLoop()
-	go n.reachLoop()
 	return n, nil
 }
 
@@ -181,96 +163,6 @@ func (n *Node) listen() error {
 	n.raftAdvertise = adv
 	n.mux = newMux(ln, hostAddr(adv), cfg.Dial, cfg.PeerTLS, n.serveRPC, n.log, n.metrics.peerRefused)
 	return nil
-}
-
-func (n *Node) startRaft() error {
-	cfg := n.cfg
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(cfg.ID)
-	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
-	rc.ElectionTimeout = cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
-	rc.CommitTimeout = cfg.CommitTimeout
-	rc.SnapshotThreshold = cfg.SnapshotThreshold
-	rc.SnapshotInterval = cfg.SnapshotInterval
-	rc.TrailingLogs = cfg.TrailingLogs
-	rc.BatchApplyCh = true
-	rc.MaxAppendEntries = 256
-	rc.Logger = newHCLogger("raft", n.cfg.Logger)
-
-	// No freelist sync: bolt rebuilds its freelist when it opens instead of writing
-	// it on every commit, a page less per fsync (as Consul and Nomad run it).
-	n.disk = newDisk(cfg.DataDir, n.log.With("component", "disk"))
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(cfg.DataDir, "raft.db"),
-		BoltOptions: &bbolt.Options{NoFreelistSync: true, FreelistType: bbolt.FreelistMapType, Timeout: 2 * time.Second},
-	})
-	if errors.Is(err, bbolt.ErrTimeout) {
-		return fmt.Errorf("open log store %s: another process holds it (is a node already running on this data directory?)", cfg.DataDir)
-	}
-	if err != nil {
-		return fmt.Errorf("open log store %s: %w", cfg.DataDir, err)
-	}
-	n.store = store
-	snaps, err := newSnapStore(cfg.DataDir, 2, n.log.With("component", "snapshot"))
-	if err != nil {
-		return fmt.Errorf("open snapshot store %s: %w", cfg.DataDir, err)
-	}
-	// Every entry is read once before raft may, so damage is found here and
-	// reported, not applied or panicked on (store.go).
-	if err := checkLog(store, snaps, cfg.DataDir, cfg.ID, n.log); err != nil {
-		return err
-	}
-	var onDisk raft.LogStore = diskLogs{LogStore: store, d: n.disk}
-	if cfg.testLogStore != nil {
-		onDisk = diskLogs{LogStore: cfg.testLogStore(store), d: n.disk}
-	}
-	cache, err := raft.NewLogCache(512, verifiedStore{LogStore: onDisk, onDamage: n.logDamaged})
-	if err != nil {
-		return fmt.Errorf("log cache: %w", err)
-	}
-	logs := guardedLogs{LogStore: cache, snaps: snaps}
-	n.logs = logs
-	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  raftLayer{n.mux},
-		MaxPool: 4,
-		Timeout: 5 * time.Second,
-		Logger:  newHCLogger("raft-net", n.cfg.Logger),
-	})
-	last, err := store.LastIndex()
-	if err != nil {
-		return fmt.Errorf("read log store: %w", err)
-	}
-	n.startIndex = last
-	r, err := raft.NewRaft(rc, instrumentFSM(n.fsm, n.metrics), logs, diskStable{StableStore: store, d: n.disk},
-		guardedSnaps{SnapshotStore: snaps, logs: store}, n.trans)
-	if err != nil {
-		if strings.Contains(err.Error(), "failed to load any existing snapshots") {
-			return fmt.Errorf("start raft: no snapshot in %s could be restored (each is damaged, or the log after it is gone; "+
-				"the log says why above): rejoin from the peers with `rookery recover --data-dir %s`, or restore a backup", cfg.DataDir, cfg.DataDir)
-		}
-		return fmt.Errorf("start raft: %w", err)
-	}
-	n.raft = r
-	n.reads.r = r
-	return nil
-}
-
-// logDamaged hears of a damaged entry read back from the log while the node
-// runs: it says so, and takes a snapshot so that followers needing the entry
-// get a snapshot that covers it (this node applied it before it was damaged).
-func (n *Node) logDamaged(index uint64, err error) {
-	n.warnEvery(fmt.Sprint("damaged:", index), "damaged log entry read back from disk; sending snapshots instead",
-		"index", index, "err", err)
-	if !n.snapshotting.CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		defer n.snapshotting.Store(false)
-		if err := n.raft.Snapshot().Error(); err != nil {
-			n.log.Warn("snapshot after a damaged log entry", "err", err)
-		}
-	}()
 }
 
 // advertiseOf turns a listen address into one peers can dial: an unspecified
@@ -304,12 +196,13 @@ func (n *Node) GossipAddr() string {
 	return net.JoinHostPort(a.Addr.String(), fmt.Sprint(a.Port))
 }
 
-// IsLeader reports whether this node is the Raft leader now.
-func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+// IsLeader reports whether this node leads the group now.
+func (g *group) IsLeader() bool { return g.raft.State() == raft.Leader }
 
-// Leader returns the current leader's id and Raft address ("" when unknown).
-func (n *Node) Leader() (id, addr string) {
-	a, i := n.raft.LeaderWithID()
+// Leader returns the group's current leader's id and Raft address ("" when
+// unknown).
+func (g *group) Leader() (id, addr string) {
+	a, i := g.raft.LeaderWithID()
 	return string(i), string(a)
 }
 
@@ -350,25 +243,25 @@ func (n *Node) Problem() string {
 // haltWatch steps a halted node down from leadership, and keeps it down: it
 // can append to the log but no longer apply it, so it must not be the node
 // that answers writes.
-func (n *Node) haltWatch() {
-	defer n.wg.Done()
+func (g *group) haltWatch() {
+	defer g.wg.Done()
 	select {
-	case <-n.fsm.HaltedCh():
-	case <-n.stop:
+	case <-g.fsm.HaltedCh():
+	case <-g.stop:
 		return
 	}
-	n.log.Error("state machine halted; this node serves nothing until it is recovered", "problem", n.Problem())
+	g.log.Error("state machine halted; this node serves nothing until it is recovered", "problem", g.n.Problem())
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		if n.IsLeader() && n.voters() > 1 {
-			if err := n.raft.LeadershipTransfer().Error(); err != nil {
-				n.log.Warn("halted leader could not hand leadership over", "err", err)
+		if g.IsLeader() && g.voters() > 1 {
+			if err := g.raft.LeadershipTransfer().Error(); err != nil {
+				g.log.Warn("halted leader could not hand leadership over", "err", err)
 			}
 		}
 		select {
 		case <-tick.C:
-		case <-n.stop:
+		case <-g.stop:
 			return
 		}
 	}
@@ -407,7 +300,40 @@ func (n *Node) Status() Status {
 	if lc := n.raft.LastContact(); !lc.IsZero() && st.Role != "leader" {
 		st.LastContact = time.Since(lc).Round(time.Millisecond).String()
 	}
+	if m := n.clusterMap(); m != nil {
+		// Sharded: group 0 holds the map; the node's filters are its shards'.
+		st.Filters, st.MemoryBytes = 0, 0
+		for _, g := range n.openGroups() {
+			if g.id == 0 || g.raft == nil {
+				continue
+			}
+			ss := g.shardStatus(shardOfGroup(m, g.id))
+			st.Filters += ss.Filters
+			st.MemoryBytes += ss.MemoryBytes
+			st.Shards = append(st.Shards, ss)
+		}
+	}
 	return st
+}
+
+// ShardStatus is this node's replica of one shard (/v1/status, rookery
+// status).
+type ShardStatus struct {
+	Shard        int    `json:"shard"`
+	Role         string `json:"role"`
+	LeaderID     string `json:"leader_id"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Filters      int    `json:"filters"`
+	MemoryBytes  uint64 `json:"memory_bytes"`
+}
+
+func (g *group) shardStatus(shard int) ShardStatus {
+	lid, _ := g.Leader()
+	return ShardStatus{Shard: shard, Role: strings.ToLower(g.raft.State().String()), LeaderID: lid,
+		Term: g.raft.CurrentTerm(), CommitIndex: g.raft.CommitIndex(), AppliedIndex: g.fsm.AppliedIndex(),
+		Filters: g.fsm.Len(), MemoryBytes: g.fsm.MemoryBytes()}
 }
 
 // Shutdown stops the node cleanly. Unless the node is configured to leave on
@@ -430,13 +356,13 @@ func (n *Node) Shutdown(ctx context.Context) error {
 // has shut down: raft never answers a future still queued for its leader loop
 // or its FSM when it stops, and a loop waiting on one would keep Shutdown
 // waiting for it forever.
-func (n *Node) await(f raft.Future) error {
+func (g *group) await(f raft.Future) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
 	case err := <-done:
 		return err
-	case <-n.raftDown:
+	case <-g.raftDown:
 		select {
 		case err := <-done:
 			return err
@@ -454,12 +380,15 @@ func (n *Node) closeAll() error {
 		// it in the configuration.
 		errs = append(errs, n.ml.Shutdown())
 	}
-	if n.raft != nil {
-		errs = append(errs, n.raft.Shutdown().Error())
+	n.groupsMu.Lock()
+	others := n.groups
+	n.groups = map[int]*group{}
+	n.groupsMu.Unlock()
+	for _, g := range others {
+		errs = append(errs, g.close())
 	}
-	n.downOnce.Do(func() { close(n.raftDown) })
-	if n.trans != nil {
-		errs = append(errs, n.trans.Close())
+	if n.group != nil {
+		errs = append(errs, n.group.close())
 	}
 	if n.mux != nil {
 		errs = append(errs, n.mux.close())
@@ -470,9 +399,6 @@ func (n *Node) closeAll() error {
 	}
 	n.peersMu.Unlock()
 	n.wg.Wait()
-	if n.store != nil {
-		errs = append(errs, n.store.Close())
-	}
 	return errors.Join(errs...)
 }
 
@@ -486,8 +412,8 @@ func (n *Node) stopping() bool {
 }
 
 // voters counts voters in the latest configuration.
-func (n *Node) voters() int {
-	servers, err := latestServers(n.raft)
+func (g *group) voters() int {
+	servers, err := latestServers(g.raft)
 	if err != nil {
 		return 0
 	}

@@ -48,33 +48,82 @@ type inflightBatch struct {
 // it is forwarded to the leader, in submission order. The Future resolves with the
 // leader's apply result or with one of the package's errors.
 func (n *Node) Submit(cmd *fsm.Command) *Future {
-	fut := NewFuture()
 	if n.stopping() {
+		fut := NewFuture()
 		fut.Resolve(nil, ErrShutdown)
 		return fut
 	}
 	if err := n.removedErr(); err != nil {
+		fut := NewFuture()
 		fut.Resolve(nil, err)
 		return fut
 	}
-	if n.IsLeader() {
-		n.submitLocal(cmd, fut)
+	m := n.clusterMap()
+	if m == nil {
+		return n.group.submit(cmd)
+	}
+	return n.SubmitTo(shardOf(m, cmd.Key), cmd)
+}
+
+// SubmitTo queues a write to shard s (a keyless write fanned out to every
+// shard, such as FLUSHALL, names each): to the shard's group here if the map
+// places it here, else forwarded to the node that leads it.
+func (n *Node) SubmitTo(s int, cmd *fsm.Command) *Future {
+	m := n.clusterMap()
+	if m == nil {
+		return n.group.submit(cmd)
+	}
+	fut := NewFuture()
+	if s < 0 || s >= m.Shards() {
+		fut.Resolve(nil, fmt.Errorf("%w: shard %d of %d", ErrNotHosted, s, m.Shards()))
 		return fut
 	}
-	_, addr := n.Leader()
+	gid := groupOf(m, s)
+	if g := n.groupByID(gid); g != nil && n.wants(m, s) {
+		return g.submit(cmd)
+	}
+	if !m.Groups[s].Created {
+		fut.Resolve(nil, fmt.Errorf("%w: shard %d is not created yet", ErrNoLeader, s))
+		return fut
+	}
+	addrs := n.shardAddrs(m, s)
+	if len(addrs) == 0 {
+		fut.Resolve(nil, fmt.Errorf("%w: no replica of shard %d is known alive", ErrNoLeader, s))
+		return fut
+	}
+	n.forwardTo(gid, addrs, cmd, fut, n.stop)
+	return fut
+}
+
+// submit queues a write to the group: proposed on its leader, forwarded to
+// it from a follower.
+func (g *group) submit(cmd *fsm.Command) *Future {
+	fut := NewFuture()
+	if g.IsLeader() {
+		g.submitLocal(cmd, fut)
+		return fut
+	}
+	_, addr := g.Leader()
 	if addr == "" {
 		fut.Resolve(nil, ErrNoLeader)
 		return fut
 	}
-	n.forward(addr, cmd, fut)
+	g.forward(addr, cmd, fut)
 	return fut
 }
 
 // submitLocal queues cmd for the proposer; the caller has checked leadership.
-func (n *Node) submitLocal(cmd *fsm.Command, fut *Future) { n.prop.submit(cmd, fut) }
+func (g *group) submitLocal(cmd *fsm.Command, fut *Future) { g.prop.submit(cmd, fut) }
 
 // forward sends cmd to the leader at addr and resolves fut with its answer.
-func (n *Node) forward(addr string, cmd *fsm.Command, fut *Future) {
+func (g *group) forward(addr string, cmd *fsm.Command, fut *Future) {
+	g.n.forwardTo(g.id, []string{addr}, cmd, fut, g.stop)
+}
+
+// forwardTo sends cmd, for group gid, to the first node of addrs it reaches
+// (the group's leader, or a replica that forwards it on) and resolves fut with
+// the answer.
+func (n *Node) forwardTo(gid int, addrs []string, cmd *fsm.Command, fut *Future, stop <-chan struct{}) {
 	// In the version the whole cluster reads, since the leader may be older;
 	// a command that version cannot carry, the leader would refuse anyway.
 	v := n.forwardCodec()
@@ -82,10 +131,17 @@ func (n *Node) forward(addr string, cmd *fsm.Command, fut *Future) {
 		fut.Resolve(nil, needsUpgrade(need, v))
 		return
 	}
-	ch, err := n.peer(addr).send(opApply, fsm.EncodeCommandVersion(cmd, v))
+	op, body := groupOp(gid, opApply, fsm.EncodeCommandVersion(cmd, v))
+	var ch <-chan rpcResp
+	var err error
+	for _, addr := range addrs {
+		if ch, err = n.peer(addr).send(op, body); err == nil {
+			break
+		}
+		// Never sent: definitely not applied; the next may take it.
+		n.log.Debug("forward to leader", "group", gid, "to", addr, "err", err)
+	}
 	if err != nil {
-		// Never sent: definitely not applied.
-		n.log.Debug("forward to leader", "leader", addr, "err", err)
 		fut.Resolve(nil, ErrNoLeader)
 		return
 	}
@@ -109,7 +165,7 @@ func (n *Node) forward(addr string, cmd *fsm.Command, fut *Future) {
 			}
 		case <-timer.C:
 			fut.Resolve(nil, fmt.Errorf("%w: no reply from the leader", ErrIndeterminate))
-		case <-n.stop:
+		case <-stop:
 			fut.Resolve(nil, fmt.Errorf("%w: node shutting down", ErrIndeterminate))
 		}
 	}()
@@ -169,15 +225,15 @@ func newProposer(r raftAPI, timeout time.Duration, stop <-chan struct{}) *propos
 }
 
 // newProposer is the node's proposer, over its raft and its admission.
-func (n *Node) newProposer() *proposer {
-	p := newProposer(n.raft, n.cfg.ApplyTimeout, n.stop)
-	p.refuse = n.refuseWrites
-	p.codec = n.entryCodec
-	p.admit = n.admit
-	p.release = func(b int64) { n.reserved.Add(-b) }
-	p.now = n.now
-	p.await = n.await
-	p.observe = n.metrics.observeApply
+func (g *group) newProposer() *proposer {
+	p := newProposer(g.raft, g.n.cfg.ApplyTimeout, g.stop)
+	p.refuse = g.refuseWrites
+	p.codec = g.entryCodec
+	p.admit = g.admit
+	p.release = func(b int64) { g.reserved.Add(-b) }
+	p.now = g.n.now
+	p.await = g.await
+	p.observe = g.n.metrics.observeApply
 	p.ackAtProposal = func() bool { return mutant.On(mutant.AckAtProposal) }
 	return p
 }
@@ -361,20 +417,20 @@ func ackAtProposal(props []proposal) []proposal {
 
 // admit refuses a filter that would take the node past its memory limit, before
 // it reaches the log.
-func (n *Node) admit(p *proposal) error {
-	if n.cfg.MaxMemory == 0 {
+func (g *group) admit(p *proposal) error {
+	if g.n.cfg.MaxMemory == 0 {
 		return nil
 	}
-	need := n.fsm.NeedBytes(p.cmd)
+	need := g.fsm.NeedBytes(p.cmd)
 	if need == 0 {
 		return nil
 	}
-	used := n.fsm.MemoryBytes() + uint64(n.reserved.Load())
-	if used+need > n.cfg.MaxMemory {
+	used := g.fsm.MemoryBytes() + uint64(g.reserved.Load())
+	if used+need > g.n.cfg.MaxMemory {
 		return fmt.Errorf("%w: %d more bytes of filters would take the node past its limit of %d bytes (%d in use)",
-			ErrTooLarge, need, n.cfg.MaxMemory, used)
+			ErrTooLarge, need, g.n.cfg.MaxMemory, used)
 	}
-	n.reserved.Add(int64(need))
+	g.reserved.Add(int64(need))
 	p.reserved = int64(need)
 	return nil
 }
@@ -457,15 +513,15 @@ func translateApplyErr(err error) error {
 }
 
 // applyRemote serves a write forwarded by a follower.
-func (n *Node) applyRemote(ctx context.Context, body []byte) (*Future, error) {
+func (g *group) applyRemote(ctx context.Context, body []byte) (*Future, error) {
 	typ, cmds, err := fsm.DecodeEntry(body)
 	if err != nil || typ != fsm.TypeCommand || len(cmds) != 1 {
 		return nil, fmt.Errorf("bad forwarded command: %v", err)
 	}
-	if !n.IsLeader() {
+	if !g.IsLeader() {
 		return nil, ErrNotLeader
 	}
 	fut := NewFuture()
-	n.submitLocal(cmds[0], fut)
+	g.submitLocal(cmds[0], fut)
 	return fut, nil
 }

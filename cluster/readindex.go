@@ -104,36 +104,36 @@ type reader struct {
 //
 // A read that has to wait gives up after the node's apply timeout, or when ctx
 // ends.
-func (n *Node) ReadBarrier(ctx context.Context, level ReadLevel) error {
-	if h := n.fsm.Halted(); h != nil {
+func (g *group) ReadBarrier(ctx context.Context, level ReadLevel) error {
+	if h := g.fsm.Halted(); h != nil {
 		// Not even a stale read: this state will never catch up.
 		return fmt.Errorf("%w: %v", ErrHalted, h)
 	}
-	if level == ReadStale || mutant.On(mutant.FollowerLocalReads) && !n.IsLeader() {
+	if level == ReadStale || mutant.On(mutant.FollowerLocalReads) && !g.IsLeader() {
 		return nil
 	}
-	if err := n.removedErr(); err != nil {
+	if err := g.n.removedErr(); err != nil {
 		return err
 	}
-	n.metrics.readRounds.Inc()
-	if idx, ok := n.reads.soleVoterIndex(); ok && n.fsm.AppliedIndex() >= idx {
+	g.n.metrics.readRounds.Inc()
+	if idx, ok := g.reads.soleVoterIndex(); ok && g.fsm.AppliedIndex() >= idx {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
+	ctx, cancel := context.WithTimeout(ctx, g.n.cfg.ApplyTimeout)
 	defer cancel()
 	var idx uint64
 	var err error
-	if i, ok := n.reads.soleVoterIndex(); ok {
+	if i, ok := g.reads.soleVoterIndex(); ok {
 		idx = i
-	} else if n.IsLeader() {
-		idx, err = n.leaderGate.wait(ctx)
+	} else if g.IsLeader() {
+		idx, err = g.leaderGate.wait(ctx)
 	} else {
-		idx, err = n.remoteGate.wait(ctx)
+		idx, err = g.remoteGate.wait(ctx)
 	}
 	if err != nil {
 		return err
 	}
-	return n.waitApplied(ctx, idx)
+	return g.waitApplied(ctx, idx)
 }
 
 // soleVoterIndex is the read index of a leader that is the only voter of
@@ -169,16 +169,16 @@ func (x *reader) soleVoterIndex() (uint64, bool) {
 // it has handed it, in order, to the state machine's queue; from then on the
 // state machine is fresh enough when it has applied the last entry at or below
 // idx that it will ever see.
-func (n *Node) waitApplied(ctx context.Context, idx uint64) error {
-	if n.fsm.AppliedIndex() >= idx {
+func (g *group) waitApplied(ctx context.Context, idx uint64) error {
+	if g.fsm.AppliedIndex() >= idx {
 		return nil
 	}
-	if n.raft.AppliedIndex() < idx {
+	if g.raft.AppliedIndex() < idx {
 		// No-op and barrier entries wake nobody, hence the poll.
 		tick := time.NewTicker(time.Millisecond)
 		defer tick.Stop()
-		for n.raft.AppliedIndex() < idx {
-			if n.fsm.AppliedIndex() >= idx {
+		for g.raft.AppliedIndex() < idx {
+			if g.fsm.AppliedIndex() >= idx {
 				return nil
 			}
 			select {
@@ -188,25 +188,25 @@ func (n *Node) waitApplied(ctx context.Context, idx uint64) error {
 			}
 		}
 	}
-	return n.fsm.WaitApplied(ctx, n.lastFSMIndex(idx))
+	return g.fsm.WaitApplied(ctx, g.lastFSMIndex(idx))
 }
 
 // appliedThrough reports, without waiting, whether the state machine reflects
 // every log entry up to idx.
-func (n *Node) appliedThrough(idx uint64) bool {
-	if n.fsm.AppliedIndex() >= idx {
+func (g *group) appliedThrough(idx uint64) bool {
+	if g.fsm.AppliedIndex() >= idx {
 		return true
 	}
-	return n.raft.AppliedIndex() >= idx && n.fsm.AppliedIndex() >= n.lastFSMIndex(idx)
+	return g.raft.AppliedIndex() >= idx && g.fsm.AppliedIndex() >= g.lastFSMIndex(idx)
 }
 
 // lastFSMIndex returns the index of the last entry at or below idx that the
 // state machine applies (a command or a configuration change), or 0 if there is
 // none in the log: entries compacted into a snapshot are already in the state.
-func (n *Node) lastFSMIndex(idx uint64) uint64 {
+func (g *group) lastFSMIndex(idx uint64) uint64 {
 	var l raft.Log
 	for i := idx; i > 0; i-- {
-		if err := n.logs.GetLog(i, &l); err != nil {
+		if err := g.logs.GetLog(i, &l); err != nil {
 			return 0
 		}
 		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {

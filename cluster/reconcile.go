@@ -57,24 +57,25 @@ func (n *Node) maybeBootstrap() {
 
 // leaderLoop commits a Barrier at the start of every term, so the commit index
 // the read path hands out covers all earlier terms, and wakes reconciliation.
-func (n *Node) leaderLoop() {
-	defer n.wg.Done()
+func (g *group) leaderLoop() {
+	defer g.wg.Done()
 	for {
 		select {
-		case leader := <-n.raft.LeaderCh():
+		case leader := <-g.raft.LeaderCh():
 			if leader {
 				// This term's replication starts afresh, and so does what
 				// it learns of whom it reaches.
-				n.heal.reach.reset()
-				term := n.raft.CurrentTerm()
-				if err := n.await(n.raft.Barrier(readRoundTimeout)); err == nil {
-					n.reads.barrierTerm.Store(term)
+				g.reach.reset()
+				term := g.raft.CurrentTerm()
+				if err := g.await(g.raft.Barrier(readRoundTimeout)); err == nil {
+					g.reads.barrierTerm.Store(term)
 				}
-				n.log.Info("leading", "term", term)
-				n.kickExpiry() // its state is now current: deadlines due?
+				g.log.Info("leading", "term", term)
+				g.kickExpiry() // its state is now current: deadlines due?
 			}
-			n.membershipChanged()
-		case <-n.stop:
+			g.n.membershipChanged()
+			g.n.leadershipChanged()
+		case <-g.stop:
 			return
 		}
 	}
@@ -93,7 +94,7 @@ func (n *Node) reconcile() {
 		Self:      n.cfg.ID,
 		Servers:   servers,
 		Members:   n.members(),
-		Unreached: n.heal.reach.unreachable(now),
+		Unreached: n.reach.unreachable(now),
 		Commit:    n.raft.CommitIndex(),
 	}
 	n.recMu.Lock()

@@ -29,7 +29,29 @@ const (
 	opStatus    byte = 3 // reply: peerStatus
 	opRemove    byte = 4 // body: node id to remove from the configuration
 	opConfirm   byte = 5 // body: u64 term; OK if this node is still in that term (readindex.go)
+	// opGroup addresses one of the requests above to a group other than
+	// group 0: body: uvarint group id, the request's op, its body.
+	opGroup byte = 6
 )
+
+// groupOp wraps request op for group g; group 0's go as they always have.
+func groupOp(g int, op byte, body []byte) (byte, []byte) {
+	if g == 0 {
+		return op, body
+	}
+	b := binary.AppendUvarint(make([]byte, 0, 4+len(body)), uint64(g))
+	b = append(b, op)
+	return opGroup, append(b, body...)
+}
+
+// decodeGroupOp reads opGroup's body.
+func decodeGroupOp(body []byte) (g int, op byte, rest []byte, err error) {
+	id, n := binary.Uvarint(body)
+	if n <= 0 || id == 0 || id > maxGroupID || len(body) <= n {
+		return 0, 0, nil, errors.New("bad group request")
+	}
+	return int(id), body[n], body[n+1:], nil
+}
 
 // Response codes.
 const (
@@ -44,6 +66,7 @@ const (
 	codeDiskError     byte = 8  // body: message
 	codeNeedsUpgrade  byte = 9  // body: message
 	codeRemoved       byte = 10 // body: message
+	codeNotHosted     byte = 11 // body: message
 )
 
 const (

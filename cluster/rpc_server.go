@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"net"
 	"sync"
 
@@ -23,6 +24,15 @@ type peerStatus struct {
 	HasState     bool   `json:"has_state"`
 	Leader       string `json:"leader"`
 	Gossip       string `json:"gossip,omitempty"` // where to join its gossip
+	// Voters and Nonvoters are the group's latest configuration as this
+	// node knows it (the controller reads them from a group's leader).
+	Voters    []string `json:"voters,omitempty"`
+	Nonvoters []string `json:"nonvoters,omitempty"`
+	// Commit, Filters and Bytes are the group's commit index and what its
+	// state machine holds here.
+	Commit  uint64 `json:"commit,omitempty"`
+	Filters int    `json:"filters,omitempty"`
+	Bytes   uint64 `json:"bytes,omitempty"`
 }
 
 // serveRPC answers one peer connection until it closes.
@@ -61,62 +71,99 @@ func (n *Node) serveRPC(c net.Conn) {
 			}
 			_ = fw.send(id, code, out)
 		}
-		switch op {
-		case opApply:
-			// Submitted here, in the order frames arrive, so a forwarded pipeline
-			// keeps its order; waited for elsewhere.
-			fut, err := n.applyRemote(ctx, body)
+		if op == opCommand {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, err := n.serveCommand(ctx, body)
+				reply(err, out)
+			}()
+			continue
+		}
+		if op == opMap {
+			var out []byte
+			if m := n.clusterMap(); m != nil {
+				out = fsm.EncodeMap(m)
+			}
+			reply(nil, out)
+			continue
+		}
+		g := n.group
+		if op == opGroup {
+			gid, inner, rest, err := decodeGroupOp(body)
 			if err != nil {
 				reply(err, nil)
 				continue
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				res, err := fut.Wait(context.Background())
-				if err != nil {
-					reply(err, nil)
-					return
-				}
-				reply(nil, fsm.EncodeResult(res))
-			}()
-		case opReadIndex:
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				idx, err := n.leaderGate.wait(ctx)
-				var out [8]byte
-				binary.BigEndian.PutUint64(out[:], idx)
-				reply(err, out[:])
-			}()
-		case opStatus:
-			b, _ := json.Marshal(n.peerStatus())
-			reply(nil, b)
-		case opConfirm:
-			// Answered here, in order: the answer is this node's term now,
-			// after the request arrived.
-			if len(body) != 8 {
-				reply(errBadConfirm, nil)
+			if g = n.groupByID(gid); g == nil {
+				reply(fmt.Errorf("%w: shard %d", ErrNotHosted, gid), nil)
 				continue
 			}
-			if n.raft.CurrentTerm() != binary.BigEndian.Uint64(body) {
-				reply(ErrNotLeader, nil)
-				continue
-			}
-			reply(nil, nil)
-		case opRemove:
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				err := n.removeServer(string(body))
-				if err == nil {
-					n.noteDeparting(string(body))
-				}
-				reply(err, nil)
-			}()
-		default:
-			reply(errUnknownOp, nil)
+			op, body = inner, rest
 		}
+		n.handle(ctx, g, &wg, op, body, reply)
+	}
+}
+
+// handle answers one request to group g (group 0 for the requests of builds
+// before groups): in order when it is answered here, concurrently when it
+// waits for raft.
+func (n *Node) handle(ctx context.Context, g *group, wg *sync.WaitGroup, op byte, body []byte, reply func(error, []byte)) {
+	switch op {
+	case opApply:
+		// Submitted here, in the order frames arrive, so a forwarded pipeline
+		// keeps its order; waited for elsewhere.
+		fut, err := g.applyRemote(ctx, body)
+		if err != nil {
+			reply(err, nil)
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := fut.Wait(context.Background())
+			if err != nil {
+				reply(err, nil)
+				return
+			}
+			reply(nil, fsm.EncodeResult(res))
+		}()
+	case opReadIndex:
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			idx, err := g.leaderGate.wait(ctx)
+			var out [8]byte
+			binary.BigEndian.PutUint64(out[:], idx)
+			reply(err, out[:])
+		}()
+	case opStatus:
+		b, _ := json.Marshal(g.peerStatus())
+		reply(nil, b)
+	case opConfirm:
+		// Answered here, in order: the answer is this node's term now,
+		// after the request arrived.
+		if len(body) != 8 {
+			reply(errBadConfirm, nil)
+			return
+		}
+		if g.raft.CurrentTerm() != binary.BigEndian.Uint64(body) {
+			reply(ErrNotLeader, nil)
+			return
+		}
+		reply(nil, nil)
+	case opRemove:
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := g.removeServer(string(body))
+			if err == nil && g.id == 0 {
+				n.noteDeparting(string(body))
+			}
+			reply(err, nil)
+		}()
+	default:
+		reply(errUnknownOp, nil)
 	}
 }
 
@@ -129,27 +176,40 @@ const (
 	errBadConfirm = rpcError("bad confirm request")
 )
 
-func (n *Node) peerStatus() peerStatus {
-	lid, _ := n.Leader()
-	last := n.raft.LastIndex()
+// peerStatus is what this node tells a peer of itself and of group g.
+func (g *group) peerStatus() peerStatus {
+	lid, _ := g.Leader()
+	last := g.raft.LastIndex()
 	ps := peerStatus{
-		ID:           n.cfg.ID,
-		AppliedIndex: n.fsm.AppliedIndex(),
+		ID:           g.n.cfg.ID,
+		AppliedIndex: g.fsm.AppliedIndex(),
 		LastIndex:    last,
-		HasState:     last > 0 || n.raft.CurrentTerm() > 0,
+		HasState:     last > 0 || g.raft.CurrentTerm() > 0,
 		Leader:       lid,
+		Commit:       g.raft.CommitIndex(),
+		Filters:      g.fsm.Len(),
+		Bytes:        g.fsm.MemoryBytes(),
 	}
-	if g, ok := n.gossipAdv.Load().(string); ok {
-		ps.Gossip = g
+	if a, ok := g.n.gossipAdv.Load().(string); ok {
+		ps.Gossip = a
+	}
+	if servers, err := latestServers(g.raft); err == nil {
+		for _, s := range servers {
+			if s.Suffrage == raft.Voter {
+				ps.Voters = append(ps.Voters, string(s.ID))
+			} else {
+				ps.Nonvoters = append(ps.Nonvoters, string(s.ID))
+			}
+		}
 	}
 	return ps
 }
 
-// removeServer removes id from the configuration; only the leader can.
-func (n *Node) removeServer(id string) error {
-	if n.raft.State() != raft.Leader {
+// removeServer removes id from the group's configuration; only its leader can.
+func (g *group) removeServer(id string) error {
+	if g.raft.State() != raft.Leader {
 		return ErrNotLeader
 	}
-	n.log.Info("removing server", "id", id)
-	return n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error()
+	g.log.Info("removing server", "id", id)
+	return g.raft.RemoveServer(raft.ServerID(id), 0, g.n.cfg.ApplyTimeout).Error()
 }

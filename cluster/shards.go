@@ -1,8 +1,12 @@
 package cluster
 
 import (
+	"slices"
+
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 
+	"github.com/rookerydb/rookery/fsm"
 	"github.com/rookerydb/rookery/internal/slot"
 )
 
@@ -26,8 +30,13 @@ type ShardReplica struct {
 }
 
 // Shards lists the cluster's shards. A cluster of one group is one shard of
-// every slot, whose replicas are the servers of the Raft configuration.
+// every slot, whose replicas are the servers of the Raft configuration; a
+// sharded one's are the map's, each led by the node that gossips it leads
+// the shard's group.
 func (n *Node) Shards() []ShardInfo {
+	if m := n.clusterMap(); m != nil {
+		return n.mappedShards(m)
+	}
 	lid, _ := n.Leader()
 	sh := ShardInfo{ID: 0, First: 0, Last: slot.Count - 1, Leader: lid}
 	servers, err := latestServers(n.raft)
@@ -48,4 +57,34 @@ func (n *Node) Shards() []ShardInfo {
 		sh.Replicas = append(sh.Replicas, r)
 	}
 	return []ShardInfo{sh}
+}
+
+// mappedShards is Shards under map m.
+func (n *Node) mappedShards(m *fsm.Map) []ShardInfo {
+	members := map[string]member{}
+	for _, mem := range n.members() {
+		members[mem.ID] = mem
+	}
+	out := make([]ShardInfo, m.Shards())
+	for s, mg := range m.Groups {
+		gid := groupOf(m, s)
+		sh := ShardInfo{ID: s, First: mg.First, Last: mg.Last}
+		for _, id := range mg.Replicas {
+			r := ShardReplica{ID: id, Voter: true, Health: "unknown"}
+			if id == n.cfg.ID {
+				r.RESPAddr, r.RaftAddr, r.Health = n.cfg.RESPAddr, n.raftAdvertise, "alive"
+				if g := n.groupByID(gid); g != nil && g.raft != nil && g.IsLeader() {
+					sh.Leader = id
+				}
+			} else if mem, ok := members[id]; ok {
+				r.RESPAddr, r.RaftAddr, r.Health = mem.RESP, mem.Raft, healthOf(mem.state)
+				if mem.state == memberlist.StateAlive && slices.Contains(mem.Leads, gid) {
+					sh.Leader = id
+				}
+			}
+			sh.Replicas = append(sh.Replicas, r)
+		}
+		out[s] = sh
+	}
+	return out
 }

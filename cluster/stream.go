@@ -3,7 +3,10 @@ package cluster
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -19,8 +22,9 @@ import (
 // completes a mutual TLS handshake; then the dialer writes one byte naming the
 // stream, and the acceptor reads it and hands the connection on.
 const (
-	streamRaft byte = 'R'
-	streamRPC  byte = 'P'
+	streamRaft  byte = 'R' // Raft traffic of group 0
+	streamRPC   byte = 'P'
+	streamGroup byte = 'G' // then a uvarint group id > 0: Raft traffic of that group
 )
 
 // preambleTimeout bounds how long an accepted connection may take to complete
@@ -37,11 +41,14 @@ type mux struct {
 	ln        net.Listener
 	advertise net.Addr
 	dial      DialFunc
-	tls       *PeerTLS // nil: plain TCP
-	raftConns chan net.Conn
+	tls       *PeerTLS      // nil: plain TCP
+	raftConns chan net.Conn // group 0's
 	serveRPC  func(net.Conn)
-	log       *slog.Logger
-	refused   prometheus.Counter
+
+	groupsMu sync.Mutex
+	groups   map[int]chan net.Conn // Raft connections of groups > 0, by group
+	log      *slog.Logger
+	refused  prometheus.Counter
 
 	lastRefusedLog atomic.Int64 // unix nanoseconds
 	suppressed     atomic.Int64 // refusals not logged since
@@ -59,6 +66,7 @@ func newMux(ln net.Listener, advertise net.Addr, dial DialFunc, peerTLS *PeerTLS
 		dial:      dial,
 		tls:       peerTLS,
 		raftConns: make(chan net.Conn),
+		groups:    make(map[int]chan net.Conn),
 		serveRPC:  serveRPC,
 		log:       log,
 		refused:   refused,
@@ -122,6 +130,24 @@ func (m *mux) route(c net.Conn) {
 		}
 	case streamRPC:
 		m.serveRPC(c)
+	case streamGroup:
+		id, err := readGroupID(c)
+		if err != nil {
+			m.refuse(c, "group id", err)
+			return
+		}
+		ch := m.groupConns(id)
+		if ch == nil {
+			// Not (or no longer) a group of this node: the peer's map is
+			// ahead of or behind this node's; it dials again.
+			c.Close()
+			return
+		}
+		select {
+		case ch <- c:
+		case <-m.closed:
+			c.Close()
+		}
 	default:
 		m.refuse(c, "unknown stream", nil)
 	}
@@ -145,9 +171,66 @@ func (m *mux) refuse(c net.Conn, why string, err error) {
 		"refused_since_last_line", m.suppressed.Swap(0))
 }
 
+// readGroupID reads the uvarint group id of a group stream, a byte at a
+// time, so that nothing after it is read.
+func readGroupID(c net.Conn) (int, error) {
+	var id uint64
+	var b [1]byte
+	for shift := uint(0); shift < 35; shift += 7 {
+		if _, err := io.ReadFull(c, b[:]); err != nil {
+			return 0, err
+		}
+		id |= uint64(b[0]&0x7f) << shift
+		if b[0] < 0x80 {
+			if id == 0 || id > maxGroupID {
+				return 0, fmt.Errorf("group id %d out of range", id)
+			}
+			return int(id), nil
+		}
+	}
+	return 0, errors.New("group id too long")
+}
+
+// maxGroupID bounds a group id: there are at most as many shards as slots.
+const maxGroupID = 16384
+
+// groupConns is the channel of group id's Raft connections, nil if the node
+// has no such group open.
+func (m *mux) groupConns(id int) chan net.Conn {
+	m.groupsMu.Lock()
+	defer m.groupsMu.Unlock()
+	return m.groups[id]
+}
+
+// openGroup makes the mux take Raft connections for group id > 0.
+func (m *mux) openGroup(id int) raftLayer {
+	m.groupsMu.Lock()
+	defer m.groupsMu.Unlock()
+	ch, ok := m.groups[id]
+	if !ok {
+		ch = make(chan net.Conn)
+		m.groups[id] = ch
+	}
+	return raftLayer{m: m, group: id, conns: ch, done: make(chan struct{}), once: new(sync.Once)}
+}
+
+// closeGroup stops taking group id's connections.
+func (m *mux) closeGroup(id int) {
+	m.groupsMu.Lock()
+	delete(m.groups, id)
+	m.groupsMu.Unlock()
+}
+
 // dialStream opens a connection to addr, completes the TLS handshake (with peer
 // TLS) and names its stream.
 func (m *mux) dialStream(ctx context.Context, addr string, kind byte) (net.Conn, error) {
+	return m.dialGroupStream(ctx, addr, kind, 0)
+}
+
+// dialGroupStream is dialStream for a stream of a group: group 0's Raft
+// traffic is streamRaft, as before groups, another group's streamGroup and
+// its id.
+func (m *mux) dialGroupStream(ctx context.Context, addr string, kind byte, group int) (net.Conn, error) {
 	c, err := m.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
@@ -163,7 +246,11 @@ func (m *mux) dialStream(ctx context.Context, addr string, kind byte) (net.Conn,
 		}
 		c = tc
 	}
-	if _, err := c.Write([]byte{kind}); err != nil {
+	pre := []byte{kind}
+	if kind == streamRaft && group > 0 {
+		pre = binary.AppendUvarint([]byte{streamGroup}, uint64(group))
+	}
+	if _, err := c.Write(pre); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -181,25 +268,47 @@ func (m *mux) close() error {
 	return err
 }
 
-// raftLayer is the raft.StreamLayer view of the mux.
-type raftLayer struct{ m *mux }
+// raftLayer is the raft.StreamLayer view of the mux, for one group.
+type raftLayer struct {
+	m     *mux
+	group int
+	conns chan net.Conn // nil: group 0's, m.raftConns
+	done  chan struct{} // closed by Close of a group > 0
+	once  *sync.Once    // closes done once
+}
 
 var _ raft.StreamLayer = raftLayer{}
 
 func (l raftLayer) Accept() (net.Conn, error) {
+	conns, done := l.m.raftConns, (<-chan struct{})(nil)
+	if l.group > 0 {
+		conns, done = l.conns, l.done
+	}
 	select {
-	case c := <-l.m.raftConns:
+	case c := <-conns:
 		return c, nil
 	case <-l.m.closed:
+		return nil, net.ErrClosed
+	case <-done:
 		return nil, net.ErrClosed
 	}
 }
 
-func (l raftLayer) Close() error   { return l.m.close() }
+// Close ends the layer: group 0's closes the mux (the node is stopping);
+// another group's only stops taking its connections.
+func (l raftLayer) Close() error {
+	if l.group == 0 {
+		return l.m.close()
+	}
+	l.m.closeGroup(l.group)
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
 func (l raftLayer) Addr() net.Addr { return l.m.advertise }
 
 func (l raftLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return l.m.dialStream(ctx, string(addr), streamRaft)
+	return l.m.dialGroupStream(ctx, string(addr), streamRaft, l.group)
 }

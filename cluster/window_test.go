@@ -55,9 +55,9 @@ func TestWindowWaitsForLogFormat6(t *testing.T) {
 	tc.crash(held)
 	tc.cfgs[held].MaxLogFormat = 0
 	tc.start(held)
-	eventually(t, 20*time.Second, "the leader to write format 6", func() bool {
+	eventually(t, 20*time.Second, "the leader to write format 6 or later", func() bool {
 		_, l := tc.leader(10 * time.Second)
-		return l.Status().LogFormatUse == int(fsm.CodecV6)
+		return l.Status().LogFormatUse >= int(fsm.CodecV6)
 	})
 	tc.mustWrite(windowReserve("w", time.Minute))
 	tc.mustWrite(&fsm.Command{Op: fsm.OpAdd, Family: fsm.FamilyBF, Key: "w", Items: [][]byte{[]byte("x")}, NoCreate: true})

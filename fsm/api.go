@@ -36,12 +36,13 @@ const (
 //	5  as 4, with ops EXPIRE, PERSIST and EXPIRE_TICK, the expire field and
 //	   the max filters field (a cuckoo add's cf-max-expansions)
 //	6  as 5, with the window field: a spec of a windowed filter
+//	7  as 6, with op SET_MAP (the cluster map, docs/SHARDING.md)
 //
 // The version is also the "log format" a node advertises: the highest it can
 // apply. A leader writes the highest version every member can read (cluster
 // negotiates it over gossip), so a rolling upgrade never hands an old node an
 // entry it cannot apply.
-const CodecVersion = CodecV6
+const CodecVersion = CodecV7
 
 // Entry codec versions.
 const (
@@ -51,6 +52,7 @@ const (
 	CodecV4 = 4 // ops RENAME, FLUSH and COMPACT
 	CodecV5 = 5 // expiry: ops EXPIRE, PERSIST and EXPIRE_TICK; field max filters
 	CodecV6 = 6 // windowed filters: field window
+	CodecV7 = 7 // shards: op SET_MAP
 )
 
 // Op is what a Command does.
@@ -71,6 +73,8 @@ const (
 	OpExpire     Op = 9  // EXPIRE family: give Key a deadline (Expire, ExpireAt, ExpireIf): Ints[0] = 1 set, 0 not
 	OpPersist    Op = 10 // PERSIST Key: drop its deadline: Ints[0] = 1 dropped, 0 none or no key
 	OpExpireTick Op = 11 // nothing but its Time: the leader's clock passed a deadline
+	// Log format 7 on (clustermap.go).
+	OpSetMap Op = 12 // the cluster map Data (EncodeMap) replaces the one held, if its version is one more
 )
 
 // MinCodec is the lowest log format that can carry c: a leader proposes c only
@@ -88,6 +92,8 @@ func MinCodec(c *Command) byte {
 // opCodec is the log format that introduced op.
 func opCodec(op Op) byte {
 	switch {
+	case op >= OpSetMap:
+		return CodecV7
 	case op >= OpExpire:
 		return CodecV5
 	case op >= OpRename:
@@ -161,7 +167,7 @@ type Command struct {
 	NX       bool     // OpAdd, CF: add only items not (maybe) present: ADDNX/INSERTNX
 	Multi    bool     // OpAdd: an array reply (MADD/INSERT), per-item outcomes instead of one error
 	Iter     int64    // OpLoadChunk
-	Data     []byte   // OpLoadChunk
+	Data     []byte   // OpLoadChunk; OpSetMap: the map (EncodeMap)
 	// Expire is OpExpire's deadline in milliseconds: a Unix time when
 	// ExpireAt, else a time to live counted from the log's clock (the
 	// largest Time applied, this command's included) when it applies.
@@ -216,6 +222,9 @@ var (
 	// ErrCannotGrow answers a Bloom add that needed a new sub-filter the
 	// filter could not make (its limits, or an overflow).
 	ErrCannotGrow = errors.New("problem inserting into filter")
+	// ErrStaleMap answers an OpSetMap whose version is not one more than the
+	// map held: another controller changed it first.
+	ErrStaleMap = errors.New("the cluster map changed meanwhile")
 	// ErrSessionExpired answers a request whose session sequence number is older
 	// than the results the session table still keeps: it may have been applied,
 	// and it is not applied again.

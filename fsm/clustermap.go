@@ -221,3 +221,31 @@ func DecodeMap(b []byte) (*Map, error) {
 	}
 	return m, nil
 }
+
+// Map returns the cluster map this state machine holds (group 0's), nil
+// before one. The map is shared: callers must not change it.
+func (f *FSM) Map() *Map { return f.cmap.Load() }
+
+// applySetMap replaces the map with the command's, if its version is one more
+// than the map held (1 for the first): the compare-and-set that keeps two
+// controllers from both changing it. A map that does not decode or check is
+// refused the same way on every replica.
+func (f *FSM) applySetMap(c *Command) *Result {
+	m, err := DecodeMap(c.Data)
+	if err != nil {
+		return &Result{Err: ErrBadSpec}
+	}
+	cur := f.cmap.Load()
+	want := uint64(1)
+	if cur != nil {
+		want = cur.Version + 1
+	}
+	if m.Version != want {
+		return &Result{Err: ErrStaleMap}
+	}
+	f.cmap.Store(m)
+	if f.onMap != nil {
+		f.onMap(m)
+	}
+	return &Result{Ints: []int64{int64(m.Version)}}
+}

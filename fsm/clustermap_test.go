@@ -1,7 +1,9 @@
 package fsm
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"reflect"
 	"testing"
 
@@ -84,4 +86,55 @@ func FuzzDecodeMap(f *testing.F) {
 			t.Fatalf("re-encoding changed it: %v", err)
 		}
 	})
+}
+
+func setMap(m *Map) *Command { return &Command{Op: OpSetMap, Data: EncodeMap(m)} }
+
+// TestApplySetMap: the map changes only to the next version (compare and
+// set), a bad map changes nothing, and every change is heard of.
+func TestApplySetMap(t *testing.T) {
+	h := newHarness(t)
+	var heard []uint64
+	h.f.onMap = func(m *Map) { heard = append(heard, m.Version) }
+	m := sampleMap()
+	m.Version = 2
+	if r := h.apply(setMap(m)); !errors.Is(r.Err, ErrStaleMap) || h.f.Map() != nil {
+		t.Fatalf("version 2 as the first map: %v", r.Err)
+	}
+	m.Version = 1
+	h.ok(setMap(m))
+	if r := h.apply(setMap(m)); !errors.Is(r.Err, ErrStaleMap) {
+		t.Fatalf("version 1 again: %v", r.Err)
+	}
+	bad := m.Clone()
+	bad.Version, bad.Groups[0].Last = 2, 5
+	if r := h.apply(&Command{Op: OpSetMap, Data: EncodeMap(bad)}); r.Err == nil {
+		t.Fatal("a map with a gap in its slots was taken")
+	}
+	next := m.Clone()
+	next.Version, next.Groups[1].Created = 2, true
+	h.ok(setMap(next))
+	if got := h.f.Map(); got.Version != 2 || !got.Groups[1].Created {
+		t.Fatalf("map held: %+v", got)
+	}
+	if !reflect.DeepEqual(heard, []uint64{1, 2}) {
+		t.Fatalf("heard of versions %v", heard)
+	}
+
+	// A snapshot carries the map; a restore hands it on.
+	snap := snapshotBytes(t, h.f)
+	g := New(Options{OnMap: func(m *Map) { heard = append(heard, 100+m.Version) }})
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g.Map(), h.f.Map()) || heard[len(heard)-1] != 102 {
+		t.Fatalf("restored map %+v, heard %v", g.Map(), heard)
+	}
+	// A state without a map keeps writing a snapshot older builds read.
+	if v := snapshotBytes(t, New(Options{}))[len(snapMagic)]; v != snapV1 {
+		t.Fatalf("a snapshot without a map is version %d", v)
+	}
+	if v := snap[len(snapMagic)]; v != snapV4 {
+		t.Fatalf("a snapshot with a map is version %d", v)
+	}
 }

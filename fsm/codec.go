@@ -172,7 +172,7 @@ const (
 )
 
 // lastOp is the highest Op this build knows.
-const lastOp = OpExpireTick
+const lastOp = OpSetMap
 
 // EncodeCommand returns c as a TypeCommand log entry of the current version.
 func EncodeCommand(c *Command) []byte { return EncodeCommandVersion(c, CodecVersion) }
@@ -636,7 +636,7 @@ func (d *decoder) windowField(c *Command, must bool, val []byte) {
 var resultErrs = []error{
 	nil, ErrNotFound, ErrExists, ErrWrongType, ErrFull, ErrMaxExpansions,
 	ErrNonScalingFull, ErrBadPosition, ErrBadData, ErrBadSpec, ErrSessionExpired,
-	ErrBadExpire, ErrChunkOutside, ErrChunkTooBig, ErrBadHeader, ErrCannotGrow,
+	ErrBadExpire, ErrChunkOutside, ErrChunkTooBig, ErrBadHeader, ErrCannotGrow, ErrStaleMap,
 }
 
 const resultStopped = 1 << 0

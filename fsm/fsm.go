@@ -29,6 +29,9 @@ type Options struct {
 	// removed because its deadline passed, with the index of the entry that
 	// removed it. It must not call back into the state machine.
 	OnExpire func(key string, index uint64)
+	// OnMap, when set, is called on the apply goroutine (and after a restore)
+	// with each new cluster map. It must not call back into the state machine.
+	OnMap func(m *Map)
 }
 
 // DefaultSessionTTL is the session lifetime when Options.SessionTTL is zero.
@@ -77,6 +80,9 @@ type FSM struct {
 
 	halt   atomic.Pointer[Halt] // set when an entry could not be read
 	haltCh chan struct{}        // closed when halt is first set
+
+	cmap  atomic.Pointer[Map] // the cluster map (group 0 only), nil before one
+	onMap func(m *Map)
 }
 
 // Halt is why a state machine stopped applying: a log entry it could not read
@@ -120,6 +126,7 @@ func New(opts Options) *FSM {
 		waitCh:     make(chan struct{}),
 		haltCh:     make(chan struct{}),
 		onExpire:   opts.OnExpire,
+		onMap:      opts.OnMap,
 		nextCh:     make(chan struct{}, 1),
 	}
 	f.handlers = [lastOp + 1]func(c *Command) *Result{
@@ -135,6 +142,8 @@ func New(opts Options) *FSM {
 		OpExpire:     f.applyExpire,
 		OpPersist:    f.applyPersist,
 		OpExpireTick: f.applyExpireTick,
+
+		OpSetMap: f.applySetMap,
 	}
 	return f
 }

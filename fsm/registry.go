@@ -92,6 +92,10 @@ func (r *registry) get(key string) *entry {
 
 func scanHash(key string) uint64 { return filters.HashString(key).H1 }
 
+// ScanPosition is where key comes in Scan's order: every state machine
+// orders keys alike, so shards' scans merge by it.
+func ScanPosition(key string) uint64 { return scanHash(key) }
+
 func entryLess(a *entry, h uint64, key string) bool {
 	if a.hash != h {
 		return a.hash < h

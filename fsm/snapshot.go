@@ -49,8 +49,10 @@ const (
 	snapVersion = 2 // with deadlines
 	snapV1      = 1 // without: what a state with no deadline is written as
 	snapV3      = 3 // version 2 holding windowed filters
+	snapV4      = 4 // as 3, with a section 'M', the cluster map (group 0 of a sharded cluster)
 
 	tagSessions = 'S'
+	tagMap      = 'M'
 	tagFilter   = 'F'
 	tagEnd      = 'E'
 
@@ -76,7 +78,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		// raft would label the snapshot with entries this state never applied.
 		return nil, fmt.Errorf("no snapshot of a halted state machine: %w", h)
 	}
-	s := &snapshot{fsm: f, gen: f.gen, applied: f.applied.Load(), sessions: f.sessions.clone()}
+	s := &snapshot{fsm: f, gen: f.gen, applied: f.applied.Load(), sessions: f.sessions.clone(), cmap: f.cmap.Load()}
 	s.entries = make([]frozen, 0, len(f.reg.byKey))
 	for _, e := range f.reg.byKey {
 		fr := frozen{key: e.key, f: e.f}
@@ -106,6 +108,7 @@ type snapshot struct {
 	applied  uint64
 	entries  []frozen
 	sessions *sessionTable
+	cmap     *Map
 	once     sync.Once
 }
 
@@ -132,6 +135,9 @@ func (s *snapshot) write(w io.Writer) error {
 			version = snapVersion
 		}
 	}
+	if s.cmap != nil {
+		version = snapV4
+	}
 	hdr := binary.LittleEndian.AppendUint16([]byte(snapMagic), version)
 	if _, err := bw.Write(binary.LittleEndian.AppendUint32(hdr, crc32.Checksum(hdr, castagnoli))); err != nil {
 		return err
@@ -139,6 +145,13 @@ func (s *snapshot) write(w io.Writer) error {
 	sw.begin(tagSessions)
 	sw.write(encodeSessions(s.sessions))
 	sw.end()
+	if s.cmap != nil {
+		sw.begin(tagMap)
+		m := EncodeMap(s.cmap)
+		sw.write(binary.AppendUvarint(nil, uint64(len(m))))
+		sw.write(m)
+		sw.end()
+	}
 	for _, e := range s.entries {
 		sw.begin(tagFilter)
 		b := appendString(nil, e.key)
@@ -268,6 +281,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.deadlines = dl
 	f.sessions = st.sessions
 	f.rebuildRetirements()
+	f.cmap.Store(st.cmap)
+	if st.cmap != nil && f.onMap != nil {
+		f.onMap(st.cmap)
+	}
 	f.setApplied(st.applied)
 	f.log.Info("restored snapshot", "filters", len(order), "expires", len(dl), "memory_bytes", mem,
 		"applied_index", st.applied)
@@ -314,6 +331,23 @@ type snapState struct {
 	entries  []frozen
 	sessions *sessionTable
 	applied  uint64
+	cmap     *Map
+}
+
+// maxMapSection bounds the cluster map's section.
+const maxMapSection = 16 << 20
+
+// readMapSection reads the cluster map's section.
+func readMapSection(sr *sectionReader) (*Map, error) {
+	n, err := sr.uvarint()
+	if err != nil || n > maxMapSection {
+		return nil, fmt.Errorf("map section: length %d: %v", n, err)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(sr, b); err != nil {
+		return nil, fmt.Errorf("map section: %w", noEOF(err))
+	}
+	return DecodeMap(b)
 }
 
 // readSnapshot reads and verifies a whole snapshot stream, keeping every filter.
@@ -378,8 +412,8 @@ func scanSnapshot(r io.Reader, ttl int64, keep func(frozen)) (*snapState, error)
 		return nil, errors.New("not a Rookery snapshot")
 	}
 	version := binary.LittleEndian.Uint16(body[len(snapMagic):])
-	if version != snapV1 && version != snapVersion && version != snapV3 {
-		return nil, fmt.Errorf("snapshot version %d, this build reads %d to %d", version, snapV1, snapV3)
+	if version != snapV1 && version != snapVersion && version != snapV3 && version != snapV4 {
+		return nil, fmt.Errorf("snapshot version %d, this build reads %d to %d", version, snapV1, snapV4)
 	}
 	sr := &sectionReader{r: br}
 	st := &snapState{}
@@ -395,6 +429,10 @@ func scanSnapshot(r io.Reader, ttl int64, keep func(frozen)) (*snapState, error)
 			return nil, fmt.Errorf("first section %q, want sessions", tag)
 		case tag == tagSessions && seen == 0:
 			if st.sessions, err = readSessions(sr, ttl); err != nil {
+				return nil, err
+			}
+		case tag == tagMap && seen == 1 && version >= snapV4:
+			if st.cmap, err = readMapSection(sr); err != nil {
 				return nil, err
 			}
 		case tag == tagFilter:
@@ -435,9 +473,9 @@ func scanSnapshot(r io.Reader, ttl int64, keep func(frozen)) (*snapState, error)
 		default:
 			return nil, fmt.Errorf("unknown section %q", tag)
 		}
-		// Only the sessions section gets here.
+		// Only the sessions and map sections get here.
 		if err := sr.end(); err != nil {
-			return nil, fmt.Errorf("sessions: %w", err)
+			return nil, fmt.Errorf("section %q: %w", tag, err)
 		}
 	}
 }

@@ -27,6 +27,23 @@ type Backend interface {
 	// Shards lists the cluster's shards with their slots, replicas and leaders
 	// (CLUSTER SLOTS, SHARDS, NODES and INFO).
 	Shards() []cluster.ShardInfo
+	// ShardCount is the number of shards, 0 for a cluster without a map (one
+	// group on every node: nothing is routed).
+	ShardCount() int
+	// ShardOf is the shard that owns key.
+	ShardOf(key string) int
+	// Hosts reports whether this node holds a replica of shard s.
+	Hosts(s int) bool
+	// FSMOf is shard s's state machine here (nil if not held), and LocalFSMs
+	// every shard's this node holds.
+	FSMOf(s int) *fsm.FSM
+	LocalFSMs() []*fsm.FSM
+	// ReadBarrierOf is ReadBarrier for shard s, held here.
+	ReadBarrierOf(ctx context.Context, s int, level cluster.ReadLevel) error
+	// SubmitTo queues a write to shard s.
+	SubmitTo(s int, cmd *fsm.Command) *cluster.Future
+	// Forward runs a command on a node holding shard s and returns its reply.
+	Forward(ctx context.Context, s int, args [][]byte, proto int, stale bool) ([]byte, error)
 	// Leave removes this node from the cluster for good (POST /v1/leave).
 	Leave(ctx context.Context) error
 	// Ready reports whether the node has a leader and has caught up (/readyz).

@@ -154,6 +154,20 @@ func (b *fakeBackend) Shards() []cluster.ShardInfo {
 	}}}
 }
 
+// The fake is a cluster without a map: one shard, here, nothing routed.
+func (b *fakeBackend) ShardCount() int                                  { return 0 }
+func (b *fakeBackend) ShardOf(string) int                               { return 0 }
+func (b *fakeBackend) Hosts(s int) bool                                 { return s == 0 }
+func (b *fakeBackend) FSMOf(int) *fsm.FSM                               { return b.fsm }
+func (b *fakeBackend) LocalFSMs() []*fsm.FSM                            { return []*fsm.FSM{b.fsm} }
+func (b *fakeBackend) SubmitTo(_ int, cmd *fsm.Command) *cluster.Future { return b.Submit(cmd) }
+func (b *fakeBackend) ReadBarrierOf(ctx context.Context, _ int, level cluster.ReadLevel) error {
+	return b.ReadBarrier(ctx, level)
+}
+func (b *fakeBackend) Forward(context.Context, int, [][]byte, int, bool) ([]byte, error) {
+	return nil, cluster.ErrNotHosted
+}
+
 func (b *fakeBackend) Leave(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -81,7 +81,8 @@ func NewHTTP(cfg Config, be Backend) *HTTPServer {
 	mux.HandleFunc("POST /v1/snapshot", h.takeSnapshot)
 	mux.HandleFunc("GET /v1/snapshot", h.saveBackup)
 	mux.HandleFunc("POST /v1/snapshot/restore", h.restoreBackup)
-	h.registerRaftRoutes(mux) // GET /v1/raft/peers, POST remove-peer, transfer-leader (http_raft.go)
+	h.registerRaftRoutes(mux)  // GET /v1/raft/peers, POST remove-peer, transfer-leader (http_raft.go)
+	h.registerShardRoutes(mux) // GET /v1/shards, POST /v1/drain (http_shards.go)
 	if cfg.Registry != nil {
 		newMetrics(cfg.Registry, be) // the node gauges, even with no RESP server
 		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))

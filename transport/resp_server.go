@@ -164,7 +164,7 @@ func (s *Server) accept(nc net.Conn) {
 // sends something: the reader's buffer comes with the first read, redcon's
 // writer buffer with the first reply.
 func (s *Server) newConn(nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, wr: redcon.NewWriter(nc), created: time.Now(), fd: socketFD(nc),
+	c := &conn{s: s, nc: nc, wr: redcon.NewWriter(nc), created: time.Now(), fd: socketFD(nc), shard: -1, barrierShard: -1,
 		raddr: nc.RemoteAddr().String(), laddr: nc.LocalAddr().String(),
 		sess: session{id: s.nextID.Add(1), proto: 2, level: s.cfg.DefaultReadLevel}}
 	c.sess.conn = c
@@ -252,10 +252,18 @@ type conn struct {
 	out     []byte    // replies of the current batch, in request order
 	pending []pending // replies that cannot be written yet
 
+	// Sharded clusters (route.go): scoped marks a connection that runs
+	// commands forwarded here for shard scope alone; shard is the shard the
+	// op being served runs on here (-1: node-wide).
+	scoped bool
+	scope  int
+	shard  int
+
 	// The read barrier shared by a run of reads: valid until the connection
-	// submits a write or the batch ends.
+	// submits a write or the batch ends, for one shard (barrierShard).
 	barrierDone  bool
 	barrierLevel cluster.ReadLevel
+	barrierShard int
 	barrierErr   error
 }
 
@@ -445,15 +453,18 @@ func (c *conn) exec(batch [][][]byte) {
 		}
 		o, err := c.s.parse(&c.sess, args)
 		c.lastCmd.Store(o.def) // nil for an unknown command: "cmd=NULL", as Redis shows it
+		if err == nil && c.route(o, args, start) {
+			continue
+		}
 		switch {
 		case err != nil:
 			c.immediate(o, start, func(w *reply) { w.fail(err) })
 		case o.kind == opWrite:
 			pieces := splitChunk(o.cmd)
-			p := pending{fut: c.s.be.Submit(pieces[0]), render: o.render,
+			p := pending{fut: c.submit(pieces[0]), render: o.render,
 				proto: c.sess.proto, name: o.name, def: o.def, start: start}
 			for _, pc := range pieces[1:] {
-				p.more = append(p.more, c.s.be.Submit(pc))
+				p.more = append(p.more, c.submit(pc))
 			}
 			c.pending = append(c.pending, p)
 			c.barrierDone = false
@@ -525,25 +536,46 @@ func (c *conn) drain() {
 	c.pending = c.pending[:0]
 }
 
+// submit queues a write: to the shard it runs on here (route.go), else as
+// the node routes it.
+func (c *conn) submit(cmd *fsm.Command) *cluster.Future {
+	if c.shard >= 0 {
+		return c.s.be.SubmitTo(c.shard, cmd)
+	}
+	return c.s.be.Submit(cmd)
+}
+
 // read serves a read after the run's read barrier.
 func (c *conn) read(o op, start time.Time) {
-	if !c.barrierDone || c.barrierLevel != c.sess.level {
+	if !c.barrierDone || c.barrierLevel != c.sess.level || c.barrierShard != c.shard {
 		// The backend bounds the wait itself; most barriers pass at once, and a
 		// context with a deadline per read would cost a timer each.
-		c.barrierErr = c.s.be.ReadBarrier(c.s.ctx, c.sess.level)
-		c.barrierDone, c.barrierLevel = true, c.sess.level
+		if c.shard >= 0 {
+			c.barrierErr = c.s.be.ReadBarrierOf(c.s.ctx, c.shard, c.sess.level)
+		} else {
+			c.barrierErr = c.s.be.ReadBarrier(c.s.ctx, c.sess.level)
+		}
+		c.barrierDone, c.barrierLevel, c.barrierShard = true, c.sess.level, c.shard
 	}
 	w := reply{b: c.out, proto: c.sess.proto}
 	if c.barrierErr != nil {
 		w.fail(readErr(c.barrierErr))
 		c.s.observe(o.name, o.def, "unavailable", start, false)
-	} else {
-		if c.q == nil {
-			c.q = &countingQueries{queries: c.s.be.FSM(), ss: &c.s.stats}
-		}
-		o.read(c.q, &w)
-		c.s.observe(o.name, o.def, replyOutcome(w.b, len(c.out)), start, false)
+		c.out = w.b
+		return
 	}
+	q, err := c.queriesFor()
+	if err != nil {
+		w.fail(readErr(err))
+		c.s.observe(o.name, o.def, "unavailable", start, false)
+		c.out = w.b
+		return
+	}
+	if f, one := q.(*fsm.FSM); !one || c.q == nil || c.q.queries != queries(f) {
+		c.q = &countingQueries{queries: q, ss: &c.s.stats}
+	}
+	o.read(c.q, &w)
+	c.s.observe(o.name, o.def, replyOutcome(w.b, len(c.out)), start, false)
 	c.out = w.b
 }
 

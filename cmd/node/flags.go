@@ -21,23 +21,24 @@ import (
 // environment as ROOKERY_<FLAG> (upper case, dashes as underscores); a flag on
 // the command line wins over the environment.
 type options struct {
-	id              string
-	dataDir         string
-	respAddr        string
-	respAdvertise   string
-	httpAddr        string
-	httpAdvertise   string
-	raftAddr        string
-	raftAdvertise   string
-	gossipAddr      string
-	gossipAdvertise string
-	gossipKey       string
-	bootstrapExpect int
-	join            string
-	maxMemory       string
-	requirePass     string
-	logLevel        string
-	dev             bool
+	id               string
+	dataDir          string
+	respAddr         string
+	respAdvertise    string
+	httpAddr         string
+	httpAdvertise    string
+	raftAddr         string
+	raftAdvertise    string
+	gossipAddr       string
+	gossipAdvertise  string
+	gossipKey        string
+	shards, replicas int
+	bootstrapExpect  int
+	join             string
+	maxMemory        string
+	requirePass      string
+	logLevel         string
+	dev              bool
 
 	deadServerTimeout  time.Duration
 	leaveOnTerminate   bool
@@ -91,6 +92,8 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.gossipKey, "gossip-key", "", "base64 key (16, 24 or 32 bytes) encrypting gossip; members without it cannot join")
 	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 0, "wait for this many members, then bootstrap the cluster with them (1: a single node)")
 	fs.StringVar(&o.join, "join", "", "gossip addresses of existing members, host:port[,host:port]")
+	fs.IntVar(&o.shards, "shards", 0, "split the keys over this many shards, each its own Raft group (chosen when the cluster bootstraps; 0: one group on every node)")
+	fs.IntVar(&o.replicas, "replicas", 0, "replicas of each shard, with --shards (default 3, or fewer while fewer nodes exist)")
 	fs.StringVar(&o.maxMemory, "max-memory", "auto", "cap on the memory all filters may take, e.g. 4gb; auto: half of the machine's memory; 0: no cap")
 	fs.StringVar(&o.requirePass, "requirepass", "", "password RESP clients must give with AUTH or HELLO AUTH")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")

@@ -224,6 +224,10 @@ func statusCommand(args []string, env func(string) (string, bool), stdout, stder
 	fmt.Fprintf(tw, "Last Contact\t%s\n", orDash(st.LastContact))
 	fmt.Fprintf(tw, "Filters\t%d\n", st.Filters)
 	fmt.Fprintf(tw, "Memory\t%d bytes\n", st.MemoryBytes)
+	for _, s := range st.Shards {
+		fmt.Fprintf(tw, "Shard %d\t%s, leader %s, applied %d, %d filters, %d bytes\n", s.Shard, s.Role, orDash(s.LeaderID),
+			s.AppliedIndex, s.Filters, s.MemoryBytes)
+	}
 	return exitOf(c, tw.Flush())
 }
 

@@ -131,6 +131,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		tcfg.Routes = faultRoutes(faults, self)
 	}
 	resp := transport.New(tcfg, node)
+	node.SetCommandHandler(resp.ExecShard)
 	web := transport.NewHTTP(tcfg, node)
 	errc := make(chan error, 2)
 	go func() { errc <- resp.Serve(respServe) }()
@@ -212,6 +213,8 @@ func (o *options) clusterConfig(respAddr, httpAddr string) (cluster.Config, erro
 		RESPAddr:           respAddr,
 		HTTPAddr:           httpAddr,
 		BootstrapExpect:    o.bootstrapExpect,
+		Shards:             o.shards,
+		Replicas:           o.replicas,
 		Join:               o.joinAddrs(),
 		DeadServerTimeout:  o.deadServerTimeout,
 		LeaveOnTerminate:   o.leaveOnTerminate,

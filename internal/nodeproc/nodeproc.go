@@ -236,6 +236,15 @@ type Status struct {
 	Term       uint64 `json:"term"`
 	Commit     uint64 `json:"commit_index"`
 	Applied    uint64 `json:"applied_index"`
+	Filters    int    `json:"filters"`
+	Memory     uint64 `json:"memory_bytes"`
+	// Shards are the node's replicas of the shards of a sharded cluster.
+	Shards []struct {
+		Shard  int    `json:"shard"`
+		Role   string `json:"role"`
+		Leader string `json:"leader_id"`
+		Memory uint64 `json:"memory_bytes"`
+	} `json:"shards"`
 }
 
 // Status reads the node's /v1/status.

@@ -1,0 +1,350 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/rookerydb/rookery/fsm"
+	"github.com/rookerydb/rookery/internal/mutant"
+)
+
+// group is one Raft group on this node (docs/SHARDING.md): its log and
+// stable store, its snapshots, its raft and state machine, and what serves
+// writes (the proposer) and reads (the read index) to it. Group 0 lives in
+// the data directory itself, as the one group of a cluster before shards
+// did; group s > 0 in DATA_DIR/shards/<s>. Everything a group does is its
+// own; what it shares with the node's other groups (gossip, the Raft port,
+// the disk, the node's identity) it reaches through n.
+type group struct {
+	n   *Node
+	id  int
+	dir string
+	log *slog.Logger
+
+	fsm   *fsm.FSM
+	raft  *raft.Raft
+	store *raftboltdb.BoltStore
+	logs  raft.LogStore // the store behind a cache of recent entries
+	trans *raft.NetworkTransport
+
+	startIndex uint64 // last log index when the group started
+
+	prop       *proposer    // writes into log entries (proposer.go)
+	reserved   atomic.Int64 // bytes admitted but not yet applied
+	reads      *reader      // the read index protocol (readindex.go)
+	leaderGate *gate        // read index rounds while leading
+	remoteGate *gate        // read index rounds asked of the leader
+
+	expireKick   chan struct{} // this node started to lead: look at deadlines (expire.go)
+	codecUsed    atomic.Uint32 // the codec version this node last wrote entries in as leader
+	snapshotting atomic.Bool   // a snapshot for a damaged entry is being taken
+	reach        raftReach     // whom the leader's heartbeats reach (heal.go)
+
+	raftUp   chan struct{} // closed once raft has started
+	stop     chan struct{}
+	stopOnce sync.Once
+	raftDown chan struct{} // closed once raft has shut down (await)
+	downOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// newGroup prepares group id in dir; open starts it.
+func newGroup(n *Node, id int, dir string) *group {
+	g := &group{
+		n:          n,
+		id:         id,
+		dir:        dir,
+		log:        n.log.With("shard", id),
+		expireKick: make(chan struct{}, 1),
+		raftUp:     make(chan struct{}),
+		stop:       make(chan struct{}),
+		raftDown:   make(chan struct{}),
+	}
+	cfg := n.cfg
+	opts := fsm.Options{SessionTTL: cfg.SessionTTL, Logger: cfg.Logger, MaxFormat: n.logFormat(), OnExpire: cfg.testOnExpire}
+	if id == 0 {
+		// Group 0 holds the cluster map; the node adopts each version.
+		opts.OnMap = func(m *fsm.Map) { n.adoptMap(m, "group 0") }
+	}
+	g.fsm = fsm.New(opts)
+	g.reads = &reader{self: cfg.ID, call: g.call, skipConfirm: func() bool { return mutant.On(mutant.SkipVerifyLeader) }}
+	g.leaderGate = newGate(g.reads.leaderRound)
+	g.remoteGate = newGate(g.reads.remoteIndex)
+	return g
+}
+
+// call sends a request about this group to the node at a Raft address and
+// waits for its answer.
+func (g *group) call(ctx context.Context, addr string, op byte, body []byte) ([]byte, error) {
+	op, body = groupOp(g.id, op, body)
+	return g.n.peer(addr).call(ctx, op, body)
+}
+
+// open starts the group's raft over layer and the loops that serve it.
+func (g *group) open(layer raft.StreamLayer) error {
+	if err := g.startRaft(layer); err != nil {
+		return err
+	}
+	g.prop = g.newProposer()
+	close(g.raftUp)
+	g.wg.Add(6)
+	go g.haltWatch()
+	go func() { defer g.wg.Done(); g.prop.proposeLoop() }()
+	go func() { defer g.wg.Done(); g.prop.resolveLoop() }()
+	go g.leaderLoop()
+	go g.expireLoop()
+	go g.reachLoop()
+	return nil
+}
+
+// close stops the group's loops and raft and closes its stores.
+func (g *group) close() error {
+	var errs []error
+	g.stopOnce.Do(func() { close(g.stop) })
+	if g.raft != nil {
+		errs = append(errs, g.raft.Shutdown().Error())
+	}
+	g.downOnce.Do(func() { close(g.raftDown) })
+	if g.trans != nil {
+		errs = append(errs, g.trans.Close())
+	}
+	g.wg.Wait()
+	if g.store != nil {
+		errs = append(errs, g.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (g *group) startRaft(layer raft.StreamLayer) error {
+	cfg := g.n.cfg
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	rc.Logger = newHCLogger("raft", cfg.Logger)
+
+	// No freelist sync: bolt rebuilds its freelist when it opens instead of writing
+	// it on every commit, a page less per fsync (as Consul and Nomad run it).
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(g.dir, "raft.db"),
+		BoltOptions: &bbolt.Options{NoFreelistSync: true, FreelistType: bbolt.FreelistMapType, Timeout: 2 * time.Second},
+	})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return fmt.Errorf("open log store %s: another process holds it (is a node already running on this data directory?)", g.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("open log store %s: %w", g.dir, err)
+	}
+	g.store = store
+	snaps, err := newSnapStore(g.dir, 2, g.log.With("component", "snapshot"))
+	if err != nil {
+		return fmt.Errorf("open snapshot store %s: %w", g.dir, err)
+	}
+	// Every entry is read once before raft may, so damage is found here and
+	// reported, not applied or panicked on (store.go).
+	if err := checkLog(store, snaps, g.dir, cfg.ID, g.log); err != nil {
+		return err
+	}
+	d := g.n.disk
+	var onDisk raft.LogStore = diskLogs{LogStore: store, d: d}
+	if cfg.testLogStore != nil {
+		onDisk = diskLogs{LogStore: cfg.testLogStore(store), d: d}
+	}
+	cache, err := raft.NewLogCache(512, verifiedStore{LogStore: onDisk, onDamage: g.logDamaged})
+	if err != nil {
+		return fmt.Errorf("log cache: %w", err)
+	}
+	logs := guardedLogs{LogStore: cache, snaps: snaps}
+	g.logs = logs
+	g.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  layer,
+		MaxPool: 4,
+		Timeout: 5 * time.Second,
+		Logger:  newHCLogger("raft-net", cfg.Logger),
+	})
+	last, err := store.LastIndex()
+	if err != nil {
+		return fmt.Errorf("read log store: %w", err)
+	}
+	g.startIndex = last
+	r, err := raft.NewRaft(rc, instrumentFSM(g.fsm, g.n.metrics), logs, diskStable{StableStore: store, d: d},
+		guardedSnaps{SnapshotStore: snaps, logs: store}, g.trans)
+	if err != nil {
+		if strings.Contains(err.Error(), "failed to load any existing snapshots") {
+			return fmt.Errorf("start raft: no snapshot in %s could be restored (each is damaged, or the log after it is gone; "+
+				"the log says why above): rejoin from the peers with `rookery recover --data-dir %s`, or restore a backup", g.dir, g.n.cfg.DataDir)
+		}
+		return fmt.Errorf("start raft: %w", err)
+	}
+	g.raft = r
+	g.reads.r = r
+	return nil
+}
+
+// logDamaged hears of a damaged entry read back from the log while the node
+// runs: it says so, and takes a snapshot so that followers needing the entry
+// get a snapshot that covers it (this node applied it before it was damaged).
+func (g *group) logDamaged(index uint64, err error) {
+	g.n.warnEvery(fmt.Sprint("damaged:", g.id, ":", index), "damaged log entry read back from disk; sending snapshots instead",
+		"shard", g.id, "index", index, "err", err)
+	if !g.snapshotting.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer g.snapshotting.Store(false)
+		if err := g.raft.Snapshot().Error(); err != nil {
+			g.log.Warn("snapshot after a damaged log entry", "err", err)
+		}
+	}()
+}
+
+// groupByID returns this node's open group id, or nil.
+func (n *Node) groupByID(id int) *group {
+	if id == 0 {
+		return n.group
+	}
+	n.groupsMu.Lock()
+	defer n.groupsMu.Unlock()
+	return n.groups[id]
+}
+
+// groupDir is where group id keeps its files: the data directory itself for
+// group 0, as before shards; DATA_DIR/shards/<id> for the others.
+func (n *Node) groupDir(id int) string {
+	if id == 0 {
+		return n.cfg.DataDir
+	}
+	return filepath.Join(n.cfg.DataDir, "shards", fmt.Sprint(id))
+}
+
+// openGroup opens group id > 0 on this node (creating its directory), or
+// returns it if it is open.
+func (n *Node) openGroup(id int) (*group, error) {
+	n.groupsMu.Lock()
+	defer n.groupsMu.Unlock()
+	if g := n.groups[id]; g != nil {
+		return g, nil
+	}
+	dir := n.groupDir(id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create shard %d's directory: %w", id, err)
+	}
+	g := newGroup(n, id, dir)
+	if err := g.open(n.mux.openGroup(id)); err != nil {
+		n.mux.closeGroup(id)
+		g.close()
+		return nil, fmt.Errorf("open shard %d: %w", id, err)
+	}
+	n.groups[id] = g
+	g.log.Info("shard opened", "dir", dir, "last_index", g.startIndex)
+	return g, nil
+}
+
+// closeGroup closes group id > 0; with remove, its files go too.
+func (n *Node) closeGroup(id int, remove bool) error {
+	n.groupsMu.Lock()
+	g := n.groups[id]
+	delete(n.groups, id)
+	n.groupsMu.Unlock()
+	if g == nil {
+		return nil
+	}
+	err := g.close()
+	if remove && err == nil {
+		err = os.RemoveAll(g.dir)
+	}
+	return err
+}
+
+// openGroups lists the node's open groups, group 0 first.
+func (n *Node) openGroups() []*group {
+	n.groupsMu.Lock()
+	defer n.groupsMu.Unlock()
+	out := []*group{n.group}
+	for id := 1; len(out) <= len(n.groups); id++ {
+		if g := n.groups[id]; g != nil {
+			out = append(out, g)
+		}
+		if id > maxGroupID {
+			break
+		}
+	}
+	return out
+}
+
+// bootstrapAlone makes this node the one voter of a group that has no Raft
+// state: the only safe way to create a group, since one node decides
+// (docs/SHARDING.md, "Creation"). The group's leader then adds the replicas
+// the map places.
+func (g *group) bootstrapAlone() error {
+	if g.raft.LastIndex() > 0 || g.raft.CurrentTerm() > 0 {
+		return nil
+	}
+	c := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(g.n.cfg.ID),
+		Address: raft.ServerAddress(g.n.raftAdvertise)}}}
+	if err := g.raft.BootstrapCluster(c).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("bootstrap shard %d: %w", g.id, err)
+	}
+	return nil
+}
+
+// exec is the executor of this group's membership plans (execute.go): its
+// raft, and identity checks that ask about this group.
+func (g *group) exec() membershipExec {
+	return membershipExec{
+		r:       g.raft,
+		verify:  g.verify,
+		tell:    func(string) {},
+		forget:  func(string) {},
+		warn:    g.n.warnEvery,
+		log:     g.log,
+		timeout: 5 * time.Second,
+	}
+}
+
+// view is what this group's leader observes for planGroup: its
+// configuration, the replicas wanted and what each server has applied.
+func (g *group) view(want []string, leader string) (groupView, error) {
+	servers, err := latestServers(g.raft)
+	if err != nil {
+		return groupView{}, err
+	}
+	v := groupView{Self: g.n.cfg.ID, Servers: servers, Want: want, Leader: leader, Raft: map[string]string{},
+		Applied: map[string]uint64{}, Commit: g.raft.CommitIndex()}
+	for _, m := range g.n.members() {
+		if m.state == memberlist.StateAlive && m.Raft != "" {
+			v.Raft[m.ID] = m.Raft
+		}
+	}
+	for _, s := range servers {
+		if string(s.ID) == g.n.cfg.ID {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), peerStatusTimeout)
+		if ps, err := g.statusOf(ctx, string(s.Address)); err == nil && ps.ID == string(s.ID) {
+			v.Applied[ps.ID] = ps.AppliedIndex
+		}
+		cancel()
+	}
+	return v, nil
+}

@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rookerydb/rookery/internal/nodeproc"
+)
+
+// startSharded starts n nodes with --shards and --replicas and waits until
+// every shard has a leader (CLUSTER INFO says ok on every node).
+func startSharded(t *testing.T, n, shards, replicas int, extra ...string) *localCluster {
+	t.Helper()
+	args := append([]string{"--shards", fmt.Sprint(shards), "--replicas", fmt.Sprint(replicas)}, extra...)
+	c, err := nodeproc.StartCluster(binary, t.TempDir(), n, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	lc := &localCluster{Cluster: c, t: t}
+	lc.waitShardsOK(60 * time.Second)
+	lc.waitPlaced(shards, replicas, 60*time.Second)
+	return lc
+}
+
+// waitPlaced waits until the live nodes hold every shard's replicas and no
+// more, each shard led by one of them.
+func (c *localCluster) waitPlaced(shards, replicas int, within time.Duration) {
+	c.t.Helper()
+	var last []string
+	defer func() {
+		if c.t.Failed() {
+			c.t.Logf("last seen: %v", last)
+		}
+	}()
+	eventually(c.t, within, "every replica to be in place", func() bool {
+		last = nil
+		held, leaders := 0, map[int]bool{}
+		for _, m := range c.Nodes {
+			if !m.Alive() {
+				continue
+			}
+			st, err := m.Status()
+			if err != nil {
+				return false
+			}
+			last = append(last, fmt.Sprintf("%s:%v", m.ID, st.Shards))
+			for _, s := range st.Shards {
+				held++
+				if s.Role == "leader" {
+					leaders[s.Shard] = true
+				}
+			}
+		}
+		return held == shards*replicas && len(leaders) == shards
+	})
+}
+
+// waitShardsOK waits until every live node's CLUSTER INFO says ok.
+func (c *localCluster) waitShardsOK(within time.Duration) {
+	c.t.Helper()
+	eventually(c.t, within, "every shard to have a leader", func() bool {
+		for _, m := range c.Nodes {
+			if !m.Alive() {
+				continue
+			}
+			cl := redis.NewClient(&redis.Options{Addr: m.RESP})
+			info, err := cl.ClusterInfo(context.Background()).Result()
+			cl.Close()
+			if err != nil || !strings.Contains(info, "cluster_state:ok") {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestShardedClusterServesRedisClusterClients: six nodes, six shards of three
+// replicas. go-redis's ClusterClient (routing by CLUSTER SLOTS) and redis-cli
+// -c add and read 10,000 keys spread over every shard with no error; each
+// node holds 40-60% of the filters' bytes and leads one shard, give or take
+// one; a plain client on any node reaches every key through it.
+func TestShardedClusterServesRedisClusterClients(t *testing.T) {
+	c := startSharded(t, 6, 6, 3)
+	ctx := context.Background()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.RESPAddrs(), ReadOnly: true})
+	defer cc.Close()
+	const keys = 10000
+	pipe := cc.Pipeline()
+	for i := range keys {
+		pipe.BFAdd(ctx, fmt.Sprintf("key:%d", i), "item")
+	}
+	if cmds, err := pipe.Exec(ctx); err != nil {
+		for _, cmd := range cmds {
+			if cmd.Err() != nil {
+				t.Fatalf("ClusterClient BF.ADD %v: %v", cmd.Args(), cmd.Err())
+			}
+		}
+		t.Fatal(err)
+	}
+	for i := 0; i < keys; i += 97 {
+		ok, err := cc.BFExists(ctx, fmt.Sprintf("key:%d", i), "item").Result()
+		if err != nil || !ok {
+			t.Fatalf("ClusterClient BF.EXISTS key:%d: %v %v", i, ok, err)
+		}
+	}
+	if n, err := cc.DBSize(ctx).Result(); err != nil || n < keys {
+		// go-redis sums DBSIZE over the masters; each of ours counts the whole cluster.
+		t.Fatalf("DBSIZE %d %v", n, err)
+	}
+
+	// A plain client on one node reaches every key through it.
+	plain := redis.NewClient(&redis.Options{Addr: c.Nodes[0].RESP})
+	defer plain.Close()
+	if n, err := plain.DBSize(ctx).Result(); err != nil || n != keys {
+		t.Fatalf("DBSIZE through one node: %d %v", n, err)
+	}
+	for i := 0; i < keys; i += 501 {
+		if ok, err := plain.BFExists(ctx, fmt.Sprintf("key:%d", i), "item").Result(); err != nil || !ok {
+			t.Fatalf("BF.EXISTS key:%d through one node: %v %v", i, ok, err)
+		}
+	}
+	// redis-cli -c follows the cluster as it knows it.
+	if out, err := exec.Command("redis-cli", "-c", "-p", port(c.Nodes[3].RESP), "BF.ADD", "cli:key", "x").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "1" {
+		t.Fatalf("redis-cli -c BF.ADD: %q %v", out, err)
+	}
+	if out, err := exec.Command("redis-cli", "-c", "-p", port(c.Nodes[1].RESP), "BF.EXISTS", "cli:key", "x").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "1" {
+		t.Fatalf("redis-cli -c BF.EXISTS: %q %v", out, err)
+	}
+
+	// Bytes and leaders spread evenly.
+	var total uint64
+	bytes := map[string]uint64{}
+	leads := map[string]int{}
+	for _, m := range c.Nodes {
+		st, err := m.Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bytes[m.ID] = st.Memory
+		total += st.Memory
+		for _, s := range st.Shards {
+			if s.Role == "leader" {
+				leads[m.ID]++
+			}
+		}
+	}
+	total /= 3 // every byte is on three replicas
+	for _, m := range c.Nodes {
+		share := float64(bytes[m.ID]) / float64(total)
+		if share < 0.40 || share > 0.60 {
+			t.Errorf("%s holds %.0f%% of the filters' bytes, want 40-60%%: %v", m.ID, 100*share, bytes)
+		}
+		if leads[m.ID] > 2 {
+			t.Errorf("%s leads %d shards: %v", m.ID, leads[m.ID], leads)
+		}
+	}
+}
+
+func port(addr string) string { return addr[strings.LastIndexByte(addr, ':')+1:] }
+
+// TestShardedKillNode: kill -9 of a node of six (six shards, three
+// replicas): every key is readable and writable again within 5 s; after the
+// dead-server timeout every shard is back to three replicas on the five
+// survivors; restarted, the node takes replicas back.
+func TestShardedKillNode(t *testing.T) {
+	// The dead-server timeout outlasts the 5 s in which every key must be
+	// served again: the replicas are re-created afterwards.
+	c := startSharded(t, 6, 6, 3, "--dead-server-timeout", "8s")
+	ctx := context.Background()
+	const keys = 600
+	plain := redis.NewClient(&redis.Options{Addr: c.Nodes[0].RESP, MaxRetries: -1})
+	defer plain.Close()
+	for i := range keys {
+		if err := plain.BFAdd(ctx, fmt.Sprintf("k:%d", i), "a").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := c.Nodes[2]
+	victim.Kill()
+	killed := time.Now()
+	via := redis.NewClient(&redis.Options{Addr: c.Nodes[4].RESP, MaxRetries: -1})
+	defer via.Close()
+	// Ten keys of each shard, read and written in one round trip per try.
+	sample := map[int][]string{}
+	for i := 0; len(sample) < 6 || i < keys; i++ {
+		k := fmt.Sprintf("k:%d", i)
+		s, err := via.ClusterKeySlot(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sh := int(s) * 6 / 16384; len(sample[sh]) < 10 {
+			sample[sh] = append(sample[sh], k)
+		}
+		if i >= keys {
+			break
+		}
+	}
+	var lastErr error
+	eventually(t, 5*time.Second, "every shard's keys readable and writable after the kill", func() bool {
+		pipe := via.Pipeline()
+		for _, ks := range sample {
+			for _, k := range ks {
+				pipe.BFExists(ctx, k, "a")
+				pipe.BFAdd(ctx, k, "b")
+			}
+		}
+		cmds, _ := pipe.Exec(ctx)
+		for _, cmd := range cmds {
+			if cmd.Err() != nil {
+				lastErr = fmt.Errorf("%v: %v", cmd.Args(), cmd.Err())
+				return false
+			}
+		}
+		return true
+	})
+	if lastErr != nil {
+		t.Logf("until then: %v", lastErr)
+	}
+	t.Logf("every key readable and writable %v after the kill", time.Since(killed).Round(10*time.Millisecond))
+	for i := range keys {
+		if err := notApplied(func() error { return via.BFAdd(ctx, fmt.Sprintf("k:%d", i), "b").Err() }); err != nil {
+			t.Fatalf("k:%d after the kill: %v", i, err)
+		}
+	}
+	c.waitPlaced(6, 3, 90*time.Second)
+	if err := victim.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the restarted node to take replicas back", func() bool {
+		st, err := victim.Status()
+		return err == nil && len(st.Shards) >= 2
+	})
+	c.waitPlaced(6, 3, 90*time.Second)
+	for i := range keys {
+		var ok bool
+		err := notApplied(func() (err error) { ok, err = via.BFExists(ctx, fmt.Sprintf("k:%d", i), "b").Result(); return err })
+		if err != nil || !ok {
+			t.Fatalf("k:%d lost its second item: %v %v", i, ok, err)
+		}
+	}
+}
+
+// notApplied runs f again, as a client would, while it fails with an error
+// that says nothing was applied and to try again (an election, a replica
+// moving), for up to ten seconds.
+func notApplied(f func() error) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) ||
+			!strings.HasPrefix(err.Error(), "CLUSTERDOWN") && !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestShardedJoinAndDrain: a seventh node joins a six-node sharded cluster
+// while twenty writers go on, and receives replicas until every node holds
+// two or three; no acknowledged write is lost. `rookery node drain` then
+// empties a node, and `rookery shards` shows every shard on the others.
+func TestShardedJoinAndDrain(t *testing.T) {
+	c := startSharded(t, 6, 6, 3)
+	ctx, stop := context.WithCancel(context.Background())
+	type ack struct{ key, item string }
+	acks := make(chan ack, 1<<16)
+	done := make(chan struct{})
+	for w := range 20 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			cl := redis.NewClient(&redis.Options{Addr: c.Nodes[w%6].RESP, MaxRetries: -1})
+			defer cl.Close()
+			for i := 0; ctx.Err() == nil; i++ {
+				k, item := fmt.Sprintf("w%d:%d", w, i%50), fmt.Sprint(i)
+				if err := cl.BFAdd(ctx, k, item).Err(); err == nil {
+					acks <- ack{k, item}
+				}
+			}
+		}()
+	}
+	n7, err := c.Add("n7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 120*time.Second, "the seventh node to hold its share of replicas", func() bool {
+		st, err := n7.Status()
+		return err == nil && len(st.Shards) >= 2
+	})
+	time.Sleep(time.Second) // writes go on through the last moves
+	stop()
+	for range 20 {
+		<-done
+	}
+	close(acks)
+	c.waitPlaced(6, 3, 60*time.Second)
+	for _, m := range c.Nodes {
+		st, err := m.Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Shards) < 2 || len(st.Shards) > 3 {
+			t.Errorf("%s holds %d replicas after n7 joined, want 2 or 3", m.ID, len(st.Shards))
+		}
+	}
+	check := redis.NewClient(&redis.Options{Addr: n7.RESP})
+	defer check.Close()
+	n := 0
+	for a := range acks {
+		var ok bool
+		err := notApplied(func() (err error) { ok, err = check.BFExists(context.Background(), a.key, a.item).Result(); return err })
+		if err != nil || !ok {
+			t.Fatalf("acknowledged %s %s lost: %v %v", a.key, a.item, ok, err)
+		}
+		n++
+	}
+	t.Logf("%d acknowledged writes, every one found", n)
+
+	// Drain n2: it ends up holding nothing, and every shard is served.
+	code, out, errOut := runTool(t, "node", nil, "drain", "--addr", c.Nodes[0].HTTP, "n2")
+	if code != 0 {
+		t.Fatalf("rookery node drain: %d %s %s", code, out, errOut)
+	}
+	eventually(t, 120*time.Second, "n2 to hold no replica", func() bool {
+		st, err := c.Nodes[1].Status()
+		return err == nil && len(st.Shards) == 0
+	})
+	code, out, errOut = runTool(t, "shards", nil, "--addr", c.Nodes[0].HTTP)
+	if code != 0 || strings.Contains(out, "n2(") || strings.Count(out, "leader)") != 6 {
+		t.Fatalf("rookery shards after the drain: %d\n%s%s", code, out, errOut)
+	}
+	c.Nodes[1].Kill()
+	c.waitShardsOK(30 * time.Second)
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/rookerydb/rookery/fsm"
 )
@@ -190,4 +191,39 @@ func (n *Node) LocalFSMs() []*fsm.FSM {
 		}
 	}
 	return out
+}
+
+// OpenBackupOf is OpenBackup for shard s: its group on this node, which must
+// hold it (ErrNotHosted) and lead it unless stale (ErrNotLeader). Without a
+// map, shard 0 is group 0.
+func (n *Node) OpenBackupOf(ctx context.Context, s int, stale bool) (*Backup, error) {
+	g, err := n.shardGroup(s)
+	if err != nil {
+		return nil, err
+	}
+	return g.OpenBackup(ctx, stale)
+}
+
+// RestoreBackupOf is RestoreBackup for shard s, on its leader.
+func (n *Node) RestoreBackupOf(ctx context.Context, s int, r io.Reader, size int64) (*Restored, error) {
+	g, err := n.shardGroup(s)
+	if err != nil {
+		return nil, err
+	}
+	return g.RestoreBackup(ctx, r, size)
+}
+
+// shardGroup is shard s's group on this node.
+func (n *Node) shardGroup(s int) (*group, error) {
+	m := n.clusterMap()
+	if m == nil {
+		if s != 0 {
+			return nil, fmt.Errorf("%w: shard %d of a cluster of one", ErrNotHosted, s)
+		}
+		return n.group, nil
+	}
+	if !n.Hosts(s) {
+		return nil, fmt.Errorf("%w: shard %d", ErrNotHosted, s)
+	}
+	return n.groupByID(groupOf(m, s)), nil
 }

@@ -42,6 +42,10 @@ type Backend interface {
 	ReadBarrierOf(ctx context.Context, s int, level cluster.ReadLevel) error
 	// SubmitTo queues a write to shard s.
 	SubmitTo(s int, cmd *fsm.Command) *cluster.Future
+	// OpenBackupOf and RestoreBackupOf are OpenBackup and RestoreBackup of
+	// shard s (a sharded cluster backs up each shard on its own).
+	OpenBackupOf(ctx context.Context, s int, stale bool) (*cluster.Backup, error)
+	RestoreBackupOf(ctx context.Context, s int, r io.Reader, size int64) (*cluster.Restored, error)
 	// Forward runs a command on a node holding shard s and returns its reply.
 	Forward(ctx context.Context, s int, args [][]byte, proto int, stale bool) ([]byte, error)
 	// Leave removes this node from the cluster for good (POST /v1/leave).

@@ -164,6 +164,12 @@ func (b *fakeBackend) SubmitTo(_ int, cmd *fsm.Command) *cluster.Future { return
 func (b *fakeBackend) ReadBarrierOf(ctx context.Context, _ int, level cluster.ReadLevel) error {
 	return b.ReadBarrier(ctx, level)
 }
+func (b *fakeBackend) OpenBackupOf(ctx context.Context, _ int, stale bool) (*cluster.Backup, error) {
+	return b.OpenBackup(ctx, stale)
+}
+func (b *fakeBackend) RestoreBackupOf(ctx context.Context, _ int, r io.Reader, size int64) (*cluster.Restored, error) {
+	return b.RestoreBackup(ctx, r, size)
+}
 func (b *fakeBackend) Forward(context.Context, int, [][]byte, int, bool) ([]byte, error) {
 	return nil, cluster.ErrNotHosted
 }

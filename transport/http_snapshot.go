@@ -20,7 +20,11 @@ import (
 //	POST /v1/snapshot/restore  the body is a backup file; the leader restores it
 //
 // A follower answers the leader-only routes with 307 Temporary Redirect to the
-// leader's HTTP address, which `rookery snapshot` follows.
+// leader's HTTP address, which `rookery snapshot` follows. In a sharded
+// cluster every shard is backed up and restored on its own: the routes take
+// ?shard=S and run on that shard's leader (a 307 to it from elsewhere);
+// `rookery snapshot save` bundles every shard's backup into one file
+// (cluster/bundle.go) and restore sends each part back to its shard.
 
 const (
 	// backupIdle drops a backup transfer that moves no byte for this long.
@@ -82,9 +86,23 @@ func (h *HTTPServer) saveBackup(w http.ResponseWriter, r *http.Request) {
 		b, err := strconv.ParseBool(v)
 		stale = v == "" || (err == nil && b)
 	}
+	shard, sharded, ok := h.shardParam(w, r)
+	if !ok {
+		return
+	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Now().Add(backupPrepare))
-	b, err := h.be.OpenBackup(r.Context(), stale)
+	var b *cluster.Backup
+	var err error
+	if sharded {
+		b, err = h.be.OpenBackupOf(r.Context(), shard, stale)
+	} else {
+		b, err = h.be.OpenBackup(r.Context(), stale)
+	}
+	if sharded && (errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNotHosted)) {
+		h.redirectToShardLeader(w, r, shard)
+		return
+	}
 	if errors.Is(err, cluster.ErrNotLeader) {
 		h.redirectToLeader(w, r)
 		return
@@ -118,9 +136,23 @@ func (h *HTTPServer) restoreBackup(w http.ResponseWriter, r *http.Request) {
 	// The upload and the restore may take longer than any fixed limit: reads
 	// push their own deadline out, and the reply gets a fresh one below.
 	_ = rc.SetWriteDeadline(time.Time{})
+	shard, sharded, ok := h.shardParam(w, r)
+	if !ok {
+		return
+	}
 	body := &deadlineReader{r: r.Body, rc: rc}
-	res, err := h.be.RestoreBackup(r.Context(), body, r.ContentLength)
+	var res *cluster.Restored
+	var err error
+	if sharded {
+		res, err = h.be.RestoreBackupOf(r.Context(), shard, body, r.ContentLength)
+	} else {
+		res, err = h.be.RestoreBackup(r.Context(), body, r.ContentLength)
+	}
 	_ = rc.SetWriteDeadline(time.Now().Add(backupIdle))
+	if sharded && (errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNotHosted)) {
+		h.redirectToShardLeader(w, r, shard)
+		return
+	}
 	if errors.Is(err, cluster.ErrNotLeader) {
 		h.redirectToLeader(w, r)
 		return
@@ -139,6 +171,56 @@ func (h *HTTPServer) restoreBackup(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, restoredJSON{Restored: true, Index: res.Index, BackupIndex: res.Meta.Index,
 		BackupTerm: res.Meta.Term, BackupNode: res.Meta.Node, Created: res.Meta.Created.Format(time.RFC3339),
 		Filters: len(res.State.Filters), Memory: res.State.MemoryBytes, FileBytes: res.FileBytes})
+}
+
+// shardParam reads ?shard=S: whether the request names a shard of a sharded
+// cluster, and which. A sharded cluster's routes need one (each shard is
+// backed up on its own); a cluster of one group takes none, or shard 0.
+func (h *HTTPServer) shardParam(w http.ResponseWriter, r *http.Request) (shard int, sharded, ok bool) {
+	n := h.be.ShardCount()
+	q := r.URL.Query()
+	if !q.Has("shard") {
+		if n > 0 {
+			writeJSON(w, http.StatusConflict, map[string]string{"error": fmt.Sprintf(
+				"the cluster has %d shards: back each up with ?shard=0 to %d (rookery snapshot save and restore do)", n, n-1)})
+			return 0, false, false
+		}
+		return 0, false, true
+	}
+	s, err := strconv.Atoi(q.Get("shard"))
+	if err != nil || s < 0 || s >= max(n, 1) {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("bad shard %q: the cluster has %d", q.Get("shard"), max(n, 1))})
+		return 0, false, false
+	}
+	return s, n > 0, true
+}
+
+// redirectToShardLeader sends the client to the same path on the HTTP address
+// of shard s's leader.
+func (h *HTTPServer) redirectToShardLeader(w http.ResponseWriter, r *http.Request, s int) {
+	leader := ""
+	for _, sh := range h.be.Shards() {
+		if sh.ID == s {
+			leader = sh.Leader
+		}
+	}
+	addr := ""
+	for _, n := range h.be.Nodes() {
+		if n.ID == leader {
+			addr = n.HTTPAddr
+		}
+	}
+	if addr == "" || leader == h.be.Status().ID {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": fmt.Sprintf("no leader of shard %d known; try again", s)})
+		return
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	w.Header().Set("Location", scheme+"://"+addr+r.URL.RequestURI())
+	writeJSON(w, http.StatusTemporaryRedirect, map[string]string{"error": "not the shard's leader",
+		"leader_id": leader, "leader_http_addr": addr})
 }
 
 // redirectToLeader sends the client to the same path on the leader's HTTP

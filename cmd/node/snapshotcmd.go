@@ -24,7 +24,8 @@ import (
 const snapshotUsage = `usage:
   rookery snapshot save [flags] FILE
       download a backup of the cluster from its leader, verify every checksum,
-      and write it to FILE (atomically, readable by its owner only)
+      and write it to FILE (atomically, readable by its owner only); a sharded
+      cluster's FILE bundles every shard's backup, each from its leader
   rookery snapshot restore [flags] FILE
       verify FILE, then restore the cluster to it: every node's filters become
       the backup's (the cluster's own membership stays)
@@ -139,6 +140,13 @@ func snapshotSave(ctx context.Context, o *snapshotOptions, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
+	shards, err := shardCount(ctx, c)
+	if err != nil {
+		return err
+	}
+	if shards > 0 {
+		return saveBundle(ctx, c, o, shards, stdout)
+	}
 	path := "/v1/snapshot"
 	if o.stale {
 		path += "?stale=1"
@@ -184,6 +192,17 @@ func snapshotSave(ctx context.Context, o *snapshotOptions, stdout, stderr io.Wri
 	return nil
 }
 
+// isBundleFile reports whether f holds a bundle of shard backups, and
+// rewinds it.
+func isBundleFile(f *os.File) (bool, error) {
+	head := make([]byte, 8)
+	n, _ := io.ReadFull(f, head)
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return false, err
+	}
+	return cluster.IsBundle(head[:n]), nil
+}
+
 // syncDir makes a rename in dir durable, where the system allows it.
 func syncDir(dir string) {
 	if d, err := os.Open(dir); err == nil {
@@ -200,6 +219,16 @@ func snapshotRestore(ctx context.Context, o *snapshotOptions, stdout, stderr io.
 		return err
 	}
 	defer f.Close()
+	if bundle, err := isBundleFile(f); err != nil || bundle {
+		if err != nil {
+			return err
+		}
+		c, err := snapshotClient(o, stderr)
+		if err != nil {
+			return err
+		}
+		return restoreBundle(ctx, c, o, f, stdout)
+	}
 	info, err := cluster.VerifyBackup(bufio.NewReaderSize(f, 1<<20))
 	if err != nil {
 		return fmt.Errorf("refusing to restore %s, nothing was sent: %w", o.file, err)
@@ -207,6 +236,9 @@ func snapshotRestore(ctx context.Context, o *snapshotOptions, stdout, stderr io.
 	c, err := snapshotClient(o, stderr)
 	if err != nil {
 		return err
+	}
+	if shards, err := shardCount(ctx, c); err == nil && shards > 0 {
+		return fmt.Errorf("refusing to restore %s, nothing was sent: it is the backup of a cluster of one group, and this cluster has %d shards", o.file, shards)
 	}
 	resp, err := c.Do(ctx, http.MethodPost, "/v1/snapshot/restore", func() (io.Reader, int64) {
 		return io.NewSectionReader(f, 0, info.FileBytes), info.FileBytes
@@ -235,6 +267,12 @@ func snapshotInspect(file string, stdout io.Writer) error {
 		return err
 	}
 	defer f.Close()
+	if bundle, err := isBundleFile(f); err != nil || bundle {
+		if err != nil {
+			return err
+		}
+		return inspectBundle(file, f, stdout)
+	}
 	info, err := cluster.VerifyBackup(bufio.NewReaderSize(f, 1<<20))
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)

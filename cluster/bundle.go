@@ -34,7 +34,9 @@ const (
 )
 
 // IsBundle reports whether a file starting with head is a bundle.
-func IsBundle(head []byte) bool { return len(head) >= len(bundleMagic) && string(head[:len(bundleMagic)]) == bundleMagic }
+func IsBundle(head []byte) bool {
+	return len(head) >= len(bundleMagic) && string(head[:len(bundleMagic)]) == bundleMagic
+}
 
 // BundleWriter writes a bundle: Begin, then Part for each shard in order,
 // then Close.

@@ -67,7 +67,7 @@ func newGroup(n *Node, id int, dir string) *group {
 		n:          n,
 		id:         id,
 		dir:        dir,
-		log:        n.log.With("shard", id),
+		log:        n.log.With("group", id),
 		expireKick: make(chan struct{}, 1),
 		raftUp:     make(chan struct{}),
 		stop:       make(chan struct{}),
@@ -230,12 +230,19 @@ func (n *Node) groupByID(id int) *group {
 
 // groupDir is where group id keeps its files: the data directory itself for
 // group 0, as before shards; DATA_DIR/shards/<id> for the others.
-func (n *Node) groupDir(id int) string {
+func (n *Node) groupDir(id int) string { return groupDir(n.cfg.DataDir, id) }
+
+func groupDir(dataDir string, id int) string {
 	if id == 0 {
-		return n.cfg.DataDir
+		return dataDir
 	}
-	return filepath.Join(n.cfg.DataDir, "shards", fmt.Sprint(id))
+	return filepath.Join(dataDir, "shards", fmt.Sprint(id))
 }
+
+// ShardDir is where shard s of a sharded cluster keeps its files under a
+// node's data directory (its group is s+1: group 0 holds the map). rookery
+// recover --shard works there.
+func ShardDir(dataDir string, s int) string { return groupDir(dataDir, s+1) }
 
 // openGroup opens group id > 0 on this node (creating its directory), or
 // returns it if it is open.
@@ -248,6 +255,9 @@ func (n *Node) openGroup(id int) (*group, error) {
 	dir := n.groupDir(id)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create shard %d's directory: %w", id, err)
+	}
+	if err := n.rejoinGroup(id, dir); err != nil {
+		return nil, err
 	}
 	g := newGroup(n, id, dir)
 	if err := g.open(n.mux.openGroup(id)); err != nil {

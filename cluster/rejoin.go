@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -97,4 +98,37 @@ func leaveThroughLeader(self string, peers []Peer, status func(ctx context.Conte
 		errs = append(errs, ErrNoLeader)
 	}
 	return nil, errors.Join(errs...)
+}
+
+// rejoinGroup, when group id's directory holds a RejoinFile (rookery recover
+// --shard), has the group's leader remove this node before the group starts
+// on its empty log, as rejoin does for group 0; the map then places it again
+// and the leader adds it as a new member. One try: the shard loop calls
+// again.
+func (n *Node) rejoinGroup(id int, dir string) error {
+	rj, err := readRejoin(dir)
+	if err != nil || rj == nil {
+		return err
+	}
+	status := func(ctx context.Context, addr string) (peerStatus, error) {
+		var ps peerStatus
+		op, body := groupOp(id, opStatus, nil)
+		b, err := n.peer(addr).call(ctx, op, body)
+		if err == nil {
+			err = json.Unmarshal(b, &ps)
+		}
+		return ps, err
+	}
+	remove := func(ctx context.Context, addr string) error {
+		ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
+		defer cancel()
+		op, body := groupOp(id, opRemove, []byte(n.cfg.ID))
+		_, err := n.peer(addr).call(ctx, op, body)
+		return err
+	}
+	if _, err := leaveThroughLeader(n.cfg.ID, rj.Peers, status, remove); err != nil {
+		return fmt.Errorf("group %d rejoins after recovery: no leader among %d peers removed this node yet: %w", id, len(rj.Peers), err)
+	}
+	n.log.Info("left a shard's configuration after recovery; it joins again as a new member", "group", id)
+	return os.Remove(filepath.Join(dir, RejoinFile))
 }

@@ -33,6 +33,9 @@ const recoverUsage = `usage:
       A peer's raft address may be left out when it is in the node's last
       configuration. FILE is JSON as Consul's peers.json:
         [{"id": "n1", "address": "10.0.0.1:6481", "non_voter": false}]
+
+  Every form takes --shard S in a sharded cluster: it then works on the node's
+  replica of shard S (DIR/shards/S+1) rather than on the cluster's map group.
 `
 
 // recoverCommand is `rookery recover`; it returns the exit code.
@@ -46,6 +49,7 @@ func recoverCommand(args []string, stdout, stderr io.Writer) int {
 	check := fs.Bool("check", false, "only check the log")
 	peersFlag := fs.String("peers", "", "lost quorum: the new configuration, ID[=RAFTADDR],...")
 	peersFile := fs.String("peers-file", "", "lost quorum: the new configuration as a JSON file (as Consul's peers.json)")
+	shard := fs.Int("shard", -1, "work on the node's replica of this shard of a sharded cluster")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -81,6 +85,14 @@ func recoverCommand(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer unlock()
+	if *shard >= 0 {
+		sd := cluster.ShardDir(*dir, *shard)
+		if _, err := os.Stat(sd); err != nil {
+			fmt.Fprintf(stderr, "rookery recover: this node holds no replica of shard %d (%v)\n", *shard, err)
+			return 1
+		}
+		*dir = sd
+	}
 	err = cluster.CheckDataDir(*dir, *id)
 	var dmg *cluster.LogDamage
 	switch {

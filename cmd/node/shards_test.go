@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rookerydb/rookery/internal/nodeproc"
+	"github.com/rookerydb/rookery/internal/slot"
 )
 
 // startSharded starts n nodes with --shards and --replicas and waits until
@@ -385,4 +387,66 @@ func TestShardedBackupRestore(t *testing.T) {
 			t.Fatalf("b:%d after the restore: %v %v", i, ok, err)
 		}
 	}
+}
+
+// TestShardedRecoverOneShard: rookery recover --shard moves one replica's
+// log aside; started again, the node has the shard's leader remove it, is
+// added back as a new member and catches up, with every key.
+func TestShardedRecoverOneShard(t *testing.T) {
+	c := startSharded(t, 3, 3, 3)
+	ctx := context.Background()
+	cl := redis.NewClient(&redis.Options{Addr: c.Nodes[0].RESP})
+	defer cl.Close()
+	for i := range 200 {
+		if err := notApplied(func() error { return cl.BFAdd(ctx, fmt.Sprintf("r:%d", i), "x").Err() }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := c.Nodes[2]
+	filtersOf := func(shard int) int {
+		st, err := victim.Status()
+		if err != nil {
+			return -1
+		}
+		for _, s := range st.Shards {
+			if s.Shard == shard {
+				return s.Filters
+			}
+		}
+		return -1
+	}
+	want := 0 // the keys of shard 1
+	for i := range 200 {
+		if slot.Shard(slot.Ranges(3), slot.OfString(fmt.Sprintf("r:%d", i))) == 1 {
+			want++
+		}
+	}
+	eventually(t, 10*time.Second, "the victim's replica of shard 1 to hold its keys", func() bool { return filtersOf(1) == want })
+	if err := victim.Stop(syscall.SIGTERM, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runTool(t, "recover", nil, "--data-dir", victim.Dir, "--shard", "1")
+	if code != 0 || !strings.Contains(out, "moved the log and snapshots") {
+		t.Fatalf("recover --shard 1: %d %s %s", code, out, errOut)
+	}
+	if code, out, errOut := runTool(t, "recover", nil, "--data-dir", victim.Dir, "--shard", "7"); code == 0 ||
+		!strings.Contains(errOut, "holds no replica of shard 7") {
+		t.Fatalf("recover --shard 7: %d %s %s", code, out, errOut)
+	}
+	if err := victim.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			st, _ := victim.Status()
+			t.Logf("%s: %+v\n%s", victim.ID, st, tail(victim.Logs(), 40))
+		}
+	}()
+	eventually(t, 60*time.Second, "the recovered replica of shard 1 to catch up", func() bool { return filtersOf(1) == want })
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -242,8 +242,9 @@ type Status struct {
 	Shards []struct {
 		Shard  int    `json:"shard"`
 		Role   string `json:"role"`
-		Leader string `json:"leader_id"`
-		Memory uint64 `json:"memory_bytes"`
+		Leader  string `json:"leader_id"`
+		Filters int    `json:"filters"`
+		Memory  uint64 `json:"memory_bytes"`
 	} `json:"shards"`
 }
 

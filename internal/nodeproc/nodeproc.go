@@ -240,8 +240,8 @@ type Status struct {
 	Memory     uint64 `json:"memory_bytes"`
 	// Shards are the node's replicas of the shards of a sharded cluster.
 	Shards []struct {
-		Shard  int    `json:"shard"`
-		Role   string `json:"role"`
+		Shard   int    `json:"shard"`
+		Role    string `json:"role"`
 		Leader  string `json:"leader_id"`
 		Filters int    `json:"filters"`
 		Memory  uint64 `json:"memory_bytes"`

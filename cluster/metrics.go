@@ -100,10 +100,13 @@ func newMetrics(n *Node, reg *prometheus.Registry) *metrics {
 			}
 			return time.Since(lc).Seconds()
 		}),
-		gauge("rookery_filter_memory_bytes", "Memory held by all filters.", func() float64 {
-			return float64(n.fsm.MemoryBytes())
+		gauge("rookery_filter_memory_bytes", "Memory held by all filters of this node (every shard it holds).", func() float64 {
+			return float64(n.Status().MemoryBytes)
 		}),
-		gauge("rookery_filters", "Number of filters.", func() float64 { return float64(n.fsm.Len()) }),
+		gauge("rookery_filters", "Number of filters on this node (every shard it holds).", func() float64 {
+			return float64(n.Status().Filters)
+		}),
+		shardCollector{n},
 		gauge("rookery_filters_with_deadline", "Filters whose key has a deadline (EXPIRE).", func() float64 {
 			return float64(n.fsm.Expires())
 		}),

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -134,6 +135,18 @@ func TestShardedClusterServesRedisClusterClients(t *testing.T) {
 	}
 	if out, err := exec.Command("redis-cli", "-c", "-p", port(c.Nodes[1].RESP), "BF.EXISTS", "cli:key", "x").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "1" {
 		t.Fatalf("redis-cli -c BF.EXISTS: %q %v", out, err)
+	}
+
+	// Every node exports its shards' health.
+	resp, err := c.Nodes[0].HTTPDo("GET", "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if held := strings.Count(string(body), "rookery_shard_applied_index{shard="); held != 3 ||
+		!strings.Contains(string(body), "rookery_shards_held 3") {
+		t.Errorf("/metrics shows %d shards' applied index:\n%s", held, body)
 	}
 
 	// Bytes and leaders spread evenly.

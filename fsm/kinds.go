@@ -347,6 +347,10 @@ func linkOf(b *filters.Bloom) Link {
 		ErrorRate: b.ErrorRate()}
 }
 
+// FamilyOf is the command family that owns a kind (FamilyNone for a kind
+// this build does not know).
+func FamilyOf(k filters.Kind) Family { return familyOf(k) }
+
 // familyOf is the command family that owns a kind.
 func familyOf(k filters.Kind) Family {
 	if d, ok := kinds[k]; ok {

@@ -29,15 +29,18 @@ func keyspaceCommands() []*command {
 	}
 }
 
-// typeName is TYPE's answer for a filter kind.
+// typeName is TYPE's answer for a filter kind: by the command family that
+// owns it (the kind table, fsm/kinds.go), so a new kind is named by its row.
 func typeName(k filters.Kind) string {
-	switch k {
-	case filters.KindCuckoo, filters.KindRBCuckoo, filters.KindWindowCuckoo:
+	switch fsm.FamilyOf(k) {
+	case fsm.FamilyBF:
+		return typeBloom
+	case fsm.FamilyCF:
 		return typeCuckoo
-	case filters.KindCounting, filters.KindDLeft:
+	case fsm.FamilyCBF:
 		return typeCounting
 	}
-	return typeBloom
+	return "none"
 }
 
 // parseDel: DEL key... answers how many of the keys existed.

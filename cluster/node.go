@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -211,7 +212,38 @@ func (g *group) Leader() (id, addr string) {
 func (n *Node) Ready() bool {
 	id, _ := n.Leader()
 	return id != "" && n.appliedThrough(n.startIndex) && n.fsm.Halted() == nil && n.disk.refuse() == nil &&
-		n.removedWhy() == ""
+		n.removedWhy() == "" && n.shardsProblem() == ""
+}
+
+// shardsProblem says what keeps a sharded node's shards from serving: the
+// map not written yet (a node started with --shards), a shard the map places
+// here not open yet, without a leader, or halted.
+func (n *Node) shardsProblem() string {
+	m := n.clusterMap()
+	if m == nil {
+		if n.cfg.Shards > 0 {
+			return "waiting for the cluster's map of shards"
+		}
+		return ""
+	}
+	for s, mg := range m.Groups {
+		if !slices.Contains(mg.Replicas, n.cfg.ID) {
+			continue
+		}
+		g := n.groupByID(groupOf(m, s))
+		switch {
+		case g == nil || g.raft == nil:
+			return fmt.Sprintf("shard %d is not open here yet", s)
+		case g.fsm.Halted() != nil:
+			return fmt.Sprintf("shard %d: %v; stop the node and run `rookery recover --data-dir %s --shard %d`", s, g.fsm.Halted(), n.cfg.DataDir, s)
+		}
+		if id, _ := g.Leader(); id == "" || !slices.Contains(mg.Replicas, id) {
+			// A shard is in place once one of the replicas the map gives it
+			// leads: its creator hands it over once they all vote.
+			return fmt.Sprintf("shard %d has no leader among its replicas yet", s)
+		}
+	}
+	return ""
 }
 
 // Problem says what keeps the node from serving ("" when nothing does).
@@ -237,7 +269,7 @@ func (n *Node) Problem() string {
 	if !n.appliedThrough(n.startIndex) {
 		return "catching up with the log it held at start"
 	}
-	return ""
+	return n.shardsProblem()
 }
 
 // haltWatch steps a halted node down from leadership, and keeps it down: it

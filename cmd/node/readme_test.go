@@ -355,3 +355,48 @@ func TestComposeRestartsAndToolsEnv(t *testing.T) {
 		t.Errorf("rookery status did not read ROOKERY_CACERT from .env:\n%s", out)
 	}
 }
+
+// shardPorts are the ports of the README's six-process sharded block.
+var shardPorts = func() (ps []int) {
+	for i := 1; i <= 6; i++ {
+		for _, p := range []int{79, 80, 81, 82} {
+			ps = append(ps, 7000+100*i+p)
+		}
+	}
+	return ps
+}()
+
+// TestReadmeShardedCluster runs "Grow by adding machines"'s block and its
+// stop block as written: six nodes, six shards of three replicas, a write
+// through redis-cli -c on one node read through another, the key's slot, and
+// the shards table; then the stop and the clean-up.
+func TestReadmeShardedCluster(t *testing.T) {
+	text := readme(t)
+	sec := text[strings.Index(text, "## Grow by adding machines"):]
+	start := fencedAfter(t, sec, "Six processes, six shards", "sh")
+	stop := fencedAfter(t, sec, "and stop it, then forget it:", "sh")
+	mustHaveTools(t, "bash", "make", "go", "redis-cli")
+	for _, p := range shardPorts {
+		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err != nil {
+			t.Fatalf("port %d is in use (%v): the README's sharded block is run as written, on ports %v", p, err, shardPorts)
+		} else {
+			ln.Close()
+		}
+	}
+	dir := copyRepo(t)
+	out, err := runBash(t, dir, start+stop, 10*time.Minute)
+	if err != nil {
+		t.Fatalf("the README's sharded blocks failed: %v\n%s", err, out)
+	}
+	for _, want := range []string{"127.0.0.1:7180 is ready", "127.0.0.1:7680 is ready", "\n1\n1\n", "Shard  Slots"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "(leader)"); n != 6 {
+		t.Errorf("the shards table shows %d leaders, want 6:\n%s", n, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "shards")); !os.IsNotExist(err) {
+		t.Error("the clean-up left ./shards")
+	}
+}

@@ -120,7 +120,7 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.respTLS, "resp-tls", false, "serve RESP over TLS with the node certificate (redis-cli --tls --cacert ca.pem)")
 	fs.BoolVar(&o.httpTLS, "http-tls", false, "serve HTTP over TLS with the node certificate")
 	fs.BoolVar(&o.tlsClientAuth, "tls-client-auth", false, "require clients of --resp-tls (and of HTTP endpoints other than the health probes with --http-tls) to present a certificate the CA signed")
-	fs.BoolVar(&o.insecure, "insecure", false, "allow plain-text Raft, gossip, RESP and HTTP on addresses other than loopback (a trusted network only)")
+	fs.BoolVar(&o.insecure, "insecure", false, "allow plain-text Raft, gossip, RESP and HTTP, and clients without a password or certificate, on addresses other than loopback (a trusted network only)")
 	fs.BoolVar(&o.metricsPublic, "metrics-public", false, "serve /metrics without credentials")
 	fs.StringVar(&o.reads, "read-consistency", "linearizable", "how new RESP connections read until they send READONLY or READWRITE: linearizable or stale")
 	fs.StringVar(&o.filterLayout, "filter-layout", transport.LayoutRookery, "the layout BF.* and CF.* create filters in: rookery (ours: faster, leaner) or redisbloom (RedisBloom's own, bit for bit: INFO, DEBUG and dumps match RedisBloom's); set it alike on every node")

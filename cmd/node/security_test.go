@@ -61,6 +61,8 @@ func TestSecureByDefault(t *testing.T) {
 		"--tls-key", filepath.Join(certDir, "n1-key.pem")}
 	base := append([]string{"--id", "n1", "--data-dir", filepath.Join(dir, "data"), "--bootstrap-expect", "1"}, nodeproc.EphemeralAddrs()...)
 	with := func(extra ...string) []string { return append(slices.Clone(base), extra...) }
+	secured := append(slices.Clone(tlsFlags), "--gossip-key", base64.StdEncoding.EncodeToString(make([]byte, 32)),
+		"--resp-tls", "--http-tls")
 	for _, c := range []struct {
 		args []string
 		want []string
@@ -73,6 +75,15 @@ func TestSecureByDefault(t *testing.T) {
 		{with(tlsFlags...), []string{"--gossip-key is required"}},
 		{with(tlsFlags[:2]...), []string{"--tls-ca, --tls-cert and --tls-key go together"}},
 		{with("--resp-tls"), []string{"need the node's certificate"}},
+		// TLS everywhere and a gossip key, but no way to authenticate a client:
+		// an open database on the network.
+		{with(append(slices.Clone(secured), "--resp-addr", "0.0.0.0:0")...),
+			[]string{"without authenticating clients", "--requirepass", "--tls-client-auth", "--insecure"}},
+		{with(append(slices.Clone(secured), "--raft-addr", "0.0.0.0:0")...),
+			[]string{"(--raft-addr) without authenticating clients", "--requirepass", "--tls-client-auth", "--insecure"}},
+		// Client certificates asked on RESP only leave plain HTTP beyond loopback open.
+		{with(append(slices.Clone(secured), "--tls-client-auth", "--http-tls=false", "--http-addr", "0.0.0.0:0")...),
+			[]string{"HTTP (0.0.0.0:0, no --http-tls)", "--requirepass", "--insecure"}},
 	} {
 		out := runFails(t, c.args...)
 		for _, w := range c.want {
@@ -86,6 +97,17 @@ func TestSecureByDefault(t *testing.T) {
 	p.waitReady(10 * time.Second)
 	if !strings.Contains(p.Logs(), "--insecure") {
 		t.Errorf("no warning about --insecure in the log:\n%s", p.Logs())
+	}
+	p.Kill()
+	// With TLS and a way to authenticate clients (either), it starts beyond loopback.
+	for i, auth := range [][]string{{"--requirepass", "pw"}, {"--tls-client-auth"}} {
+		args := append(slices.Clone(secured), auth...)
+		args = append(args, "--id", "n1", "--data-dir", filepath.Join(dir, fmt.Sprint("auth", i)), "--bootstrap-expect", "1")
+		args = append(args, nodeproc.EphemeralAddrs()...)
+		q := startProc(t, nil, append(args, "--resp-addr", "0.0.0.0:0")...)
+		q.Sec = nodeproc.Security{CertDir: certDir, RESPTLS: true, HTTPTLS: true}
+		q.waitReady(10 * time.Second)
+		q.Kill()
 	}
 }
 

@@ -49,8 +49,10 @@ type session struct {
 	libName string
 	libVer  string
 	level   cluster.ReadLevel
-	quit    bool  // QUIT: reply, flush, close
-	conn    *conn // the connection, for CLIENT LIST, INFO and KILL; nil in parse-only tests
+	quit    bool // QUIT: reply, flush, close
+	// authFailures counts failed AUTHs; the connection closes at maxAuthFailures.
+	authFailures int
+	conn         *conn // the connection, for CLIENT LIST, INFO and KILL; nil in parse-only tests
 
 	// mu guards what other connections read for CLIENT LIST (name, libName,
 	// libVer, proto, authed, level): the connection's own goroutine writes

@@ -37,14 +37,16 @@ type Server struct {
 	cmds    map[string]*command
 	cmdList []*command // cmds by name
 	m       *metrics
-	stats   serverStats // INFO stats and commandstats (stats.go)
-	started time.Time
-	bloom   atomic.Pointer[bloomConfig] // CONFIG SET bf-* and cf-* (bloomconfig.go)
-	bloomMu sync.Mutex                  // serialises CONFIG SET
-	configs []configParam               // CONFIG GET's parameters
-	bg      sync.WaitGroup              // the stats sampler
-	runID   string                      // INFO run_id: 40 random hex digits, new each start
-	port    atomic.Int64                // INFO tcp_port: the first TCP listener's
+	// authFails counts and logs failed AUTHs (authguard.go).
+	authFails *authFailures
+	stats     serverStats // INFO stats and commandstats (stats.go)
+	started   time.Time
+	bloom     atomic.Pointer[bloomConfig] // CONFIG SET bf-* and cf-* (bloomconfig.go)
+	bloomMu   sync.Mutex                  // serialises CONFIG SET
+	configs   []configParam               // CONFIG GET's parameters
+	bg        sync.WaitGroup              // the stats sampler
+	runID     string                      // INFO run_id: 40 random hex digits, new each start
+	port      atomic.Int64                // INFO tcp_port: the first TCP listener's
 
 	ctx    context.Context // ends when Close gives up waiting; bounds every wait
 	cancel context.CancelFunc
@@ -72,7 +74,7 @@ func New(cfg Config, be Backend) *Server {
 	all := newBudget(cfg.MaxRequestBuffer, nil)
 	s := &Server{
 		cfg: cfg, be: be, log: cfg.Logger, cmds: commandTable(),
-		m: newMetrics(cfg.Registry, be), started: time.Now(),
+		m: newMetrics(cfg.Registry, be), authFails: newAuthFailures(cfg.Registry, cfg.Logger), started: time.Now(),
 		ctx: ctx, cancel: cancel, runID: newRunID(),
 		budget: all, strangerBudget: newBudget(cfg.MaxRequestBuffer/4, all),
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},

@@ -272,6 +272,9 @@ func (n *Node) verifyIdentity(id, raftAddr string) (peerStatus, error) {
 	if ps.ID != id {
 		return ps, fmt.Errorf("%w: %s answers as %q, not %q", errWrongIdentity, raftAddr, ps.ID, id)
 	}
+	if name := n.peer(raftAddr).certName(); name != "" && name != id {
+		return ps, fmt.Errorf("%w: %s holds the certificate of %q, not %q", errWrongIdentity, raftAddr, name, id)
+	}
 	return ps, nil
 }
 

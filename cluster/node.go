@@ -177,7 +177,7 @@ func (n *Node) listen() error {
 	// Kept as given, host name and all: a container restarted with a new IP
 	// address is still reached at its name.
 	n.raftAdvertise = adv
-	n.mux = newMux(ln, hostAddr(adv), cfg.Dial, cfg.PeerTLS, n.serveRPC, n.log, n.metrics.peerRefused)
+	n.mux = newMux(ln, hostAddr(adv), cfg.Dial, cfg.PeerTLS, n.newPeerAuth(), n.serveRPC, n.log, n.metrics.peerRefused)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"net"
+	"strconv"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -25,8 +26,10 @@ type peerStatus struct {
 	Gossip       string `json:"gossip,omitempty"` // where to join its gossip
 }
 
-// serveRPC answers one peer connection until it closes.
-func (n *Node) serveRPC(c net.Conn) {
+// serveRPC answers one peer connection until it closes. peer is the node id
+// the peer's certificate names ("" without TLS): a request that names its
+// sender as another node closes the connection unanswered.
+func (n *Node) serveRPC(c net.Conn, peer string) {
 	defer c.Close()
 	// The Raft port listens before Raft starts (a recovered node first leaves
 	// the configuration, see rejoin.go); requests wait for it.
@@ -105,6 +108,11 @@ func (n *Node) serveRPC(c net.Conn) {
 			}
 			reply(nil, nil)
 		case opRemove:
+			if peer != "" && string(body) != peer {
+				// A node asks to remove itself, never another (reconcile.go, rejoin.go).
+				n.refuseRPC(c, peer, "asked to remove "+strconv.Quote(string(body)))
+				return
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

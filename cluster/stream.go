@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -37,9 +38,10 @@ type mux struct {
 	ln        net.Listener
 	advertise net.Addr
 	dial      DialFunc
-	tls       *PeerTLS // nil: plain TCP
+	tls       *PeerTLS  // nil: plain TCP
+	auth      *peerAuth // who a TLS peer may be (peerauth.go)
 	raftConns chan net.Conn
-	serveRPC  func(net.Conn)
+	serveRPC  func(c net.Conn, peer string) // peer: the node id its certificate names ("" without TLS)
 	log       *slog.Logger
 	refused   prometheus.Counter
 
@@ -51,13 +53,14 @@ type mux struct {
 	wg        sync.WaitGroup
 }
 
-func newMux(ln net.Listener, advertise net.Addr, dial DialFunc, peerTLS *PeerTLS, serveRPC func(net.Conn),
-	log *slog.Logger, refused prometheus.Counter) *mux {
+func newMux(ln net.Listener, advertise net.Addr, dial DialFunc, peerTLS *PeerTLS, auth *peerAuth,
+	serveRPC func(net.Conn, string), log *slog.Logger, refused prometheus.Counter) *mux {
 	m := &mux{
 		ln:        ln,
 		advertise: advertise,
 		dial:      dial,
 		tls:       peerTLS,
+		auth:      auth,
 		raftConns: make(chan net.Conn),
 		serveRPC:  serveRPC,
 		log:       log,
@@ -96,16 +99,24 @@ func (m *mux) acceptLoop() {
 
 // route authenticates a connection (with peer TLS), reads the byte that names
 // its stream and hands it on. Nothing else is read from a connection whose
-// handshake failed.
+// handshake failed or whose certificate names no node (peerauth.go); a Raft
+// connection is read through a guard that lets the peer speak only as the node
+// its certificate names (raftguard.go).
 func (m *mux) route(c net.Conn) {
 	_ = c.SetDeadline(time.Now().Add(preambleTimeout))
+	var peer string
 	if m.tls != nil {
 		tc := tls.Server(c, m.tls.Server)
 		if err := tc.Handshake(); err != nil {
 			m.refuse(c, "tls handshake", err)
 			return
 		}
-		c = tc
+		id, err := m.auth.identify(tc.ConnectionState())
+		if err != nil {
+			m.refuse(tc, "certificate", err)
+			return
+		}
+		c, peer = tc, id
 	}
 	var b [1]byte
 	if _, err := c.Read(b[:]); err != nil {
@@ -115,13 +126,17 @@ func (m *mux) route(c net.Conn) {
 	_ = c.SetDeadline(time.Time{})
 	switch b[0] {
 	case streamRaft:
+		if peer != "" {
+			tc := c
+			c = newRaftGuard(tc, peer, func(err error) { m.refuse(tc, "raft request", err) })
+		}
 		select {
 		case m.raftConns <- c:
 		case <-m.closed:
 			c.Close()
 		}
 	case streamRPC:
-		m.serveRPC(c)
+		m.serveRPC(c, peer)
 	default:
 		m.refuse(c, "unknown stream", nil)
 	}
@@ -160,6 +175,10 @@ func (m *mux) dialStream(ctx context.Context, addr string, kind byte) (net.Conn,
 		if err := tc.HandshakeContext(ctx); err != nil {
 			c.Close()
 			return nil, err
+		}
+		if _, err := m.auth.identify(tc.ConnectionState()); err != nil {
+			tc.Close()
+			return nil, fmt.Errorf("the node at %s: %w", addr, err)
 		}
 		c = tc
 	}

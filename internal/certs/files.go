@@ -39,7 +39,7 @@ func WriteCA(dir string, validFor time.Duration, force bool) error {
 	return writePair(dir, ca, certFile, keyFile)
 }
 
-// WriteCert issues a certificate for name with the CA in caDir and writes it
+// WriteCert issues a node certificate for node id name with the CA in caDir and writes it
 // into outDir as NAME.pem and NAME-key.pem. It refuses to replace existing
 // files unless force.
 func WriteCert(caDir, name string, hosts []string, outDir string, validFor time.Duration, force bool) error {
@@ -55,6 +55,28 @@ func WriteCert(caDir, name string, hosts []string, outDir string, validFor time.
 		return err
 	}
 	p, err := Issue(ca, name, hosts, validFor)
+	if err != nil {
+		return err
+	}
+	return writePair(outDir, p, certFile, keyFile)
+}
+
+// WriteClientCert issues a client certificate for name with the CA in caDir
+// and writes it into outDir as NAME.pem and NAME-key.pem. It refuses to
+// replace existing files unless force.
+func WriteClientCert(caDir, name, outDir string, validFor time.Duration, force bool) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	ca, err := ReadPair(CAFiles(caDir))
+	if err != nil {
+		return err
+	}
+	certFile, keyFile := CertFiles(outDir, name)
+	if err := refuseExisting(force, certFile, keyFile); err != nil {
+		return err
+	}
+	p, err := IssueClient(ca, name, validFor)
 	if err != nil {
 		return err
 	}

@@ -21,8 +21,10 @@ const tlsUsage = `usage:
   rookery tls cert --ca DIR --client --name NAME --out DIR [--days N] [--force]
       make a client certificate: NAME.pem and NAME-key.pem, for RESP and HTTP under
       --tls-client-auth; it opens no node-to-node port
-  rookery tls init --out DIR --names n1,n2,n3 [--host h1,h2]
-      make whatever of the CA and the named node certificates DIR lacks (for containers)
+  rookery tls init --out DIR --names n1,n2,n3 [--host h1,h2] [--node-dirs]
+      make whatever of the CA and the named node certificates DIR lacks (for containers);
+      with --node-dirs each node's certificate, key and a copy of ca.pem go into DIR/ID/,
+      a directory to give that node alone (the CA key stays in DIR)
 `
 
 // tlsCommand is `rookery tls ...`: it makes the cluster's certificates. It
@@ -142,10 +144,15 @@ func tlsInit(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "directory for the CA and the certificates")
 	names := fs.String("names", "", "comma-separated certificate names (node ids)")
 	hosts := fs.String("host", "", "comma-separated extra host names and IP addresses for every certificate")
+	nodeDirs := fs.Bool("node-dirs", false, "write each node's files into DIR/ID/ with a copy of ca.pem, and no CA key")
 	if err := parseTLSFlags(fs, args, "out", "names"); err != nil {
 		return err
 	}
-	made, err := certs.Init(*out, splitList(*names), splitList(*hosts))
+	initFn := certs.Init
+	if *nodeDirs {
+		initFn = certs.InitNodeDirs
+	}
+	made, err := initFn(*out, splitList(*names), splitList(*hosts))
 	for _, f := range made {
 		fmt.Fprintln(stdout, "wrote", f)
 	}

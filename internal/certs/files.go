@@ -107,6 +107,45 @@ func Init(dir string, names, hosts []string) (made []string, err error) {
 	return made, nil
 }
 
+// InitNodeDirs is Init for containers that must each hold only their own
+// material: the CA stays in dir, and each name gets a directory dir/NAME of
+// its own holding NAME.pem, NAME-key.pem and a copy of ca.pem, never the CA's
+// key. What is there is kept, except a copy of ca.pem that differs from
+// dir/ca.pem.
+func InitNodeDirs(dir string, names, hosts []string) (made []string, err error) {
+	made, err = Init(dir, nil, nil)
+	if err != nil {
+		return made, err
+	}
+	caCert, _ := CAFiles(dir)
+	caPEM, err := os.ReadFile(caCert)
+	if err != nil {
+		return made, err
+	}
+	for _, n := range names {
+		if err := CheckName(n); err != nil {
+			return made, err
+		}
+		sub := filepath.Join(dir, n)
+		certFile, _ := CertFiles(sub, n)
+		if _, err := os.Stat(certFile); errors.Is(err, fs.ErrNotExist) {
+			if err := WriteCert(dir, n, hosts, sub, DefaultCertValidity, false); err != nil {
+				return made, err
+			}
+			made = append(made, certFile)
+		}
+		copyFile, _ := CAFiles(sub)
+		if have, err := os.ReadFile(copyFile); err == nil && string(have) == string(caPEM) {
+			continue
+		}
+		if err := atomicfile.Write(copyFile, caPEM, 0o644); err != nil {
+			return made, err
+		}
+		made = append(made, copyFile)
+	}
+	return made, nil
+}
+
 // ReadPair reads a certificate and key from files.
 func ReadPair(certFile, keyFile string) (Pair, error) {
 	c, err := os.ReadFile(certFile)

@@ -188,3 +188,43 @@ func TestIdentifyOnForeignCertificate(t *testing.T) {
 		t.Fatal("an opaque URI made a node")
 	}
 }
+
+// TestInitNodeDirs: each node's directory holds its own certificate and key
+// and the CA's certificate, never the CA's key or another node's key; a second
+// run keeps what is there.
+func TestInitNodeDirs(t *testing.T) {
+	dir := t.TempDir()
+	made, err := InitNodeDirs(dir, []string{"r1", "r2"}, []string{"db"})
+	if err != nil || len(made) != 5 { // ca.pem, and per node its certificate and the CA copy
+		t.Fatalf("made %v, %v", made, err)
+	}
+	caPEM, _ := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	for _, n := range []string{"r1", "r2"} {
+		entries, err := os.ReadDir(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		if want := []string{"ca.pem", n + "-key.pem", n + ".pem"}; !slices.Equal(names, want) {
+			t.Fatalf("%s holds %v, want %v", n, names, want)
+		}
+		copyPEM, _ := os.ReadFile(filepath.Join(dir, n, "ca.pem"))
+		if !slices.Equal(copyPEM, caPEM) {
+			t.Fatalf("%s's ca.pem is not the CA's", n)
+		}
+		cert, key := CertFiles(filepath.Join(dir, n), n)
+		s, err := LoadNode(filepath.Join(dir, n, "ca.pem"), cert, key, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k, id := Identify(s.Leaf()); k != KindNode || id != n {
+			t.Fatalf("%s: %v %q", n, k, id)
+		}
+	}
+	if made, err := InitNodeDirs(dir, []string{"r1", "r2", "r3"}, nil); err != nil || len(made) != 2 {
+		t.Fatalf("second run made %v, %v; want only r3's", made, err)
+	}
+}

@@ -117,6 +117,24 @@ var (
 	_ rbDumper = (*filters.RBCuckoo)(nil)
 )
 
+// CheckLoadChunk reports the refusal applying c, a LOADCHUNK of a chunk into
+// an existing filter of one of RedisBloom's layouts, would meet now, or nil.
+// A chunk too big for one log entry is logged in pieces, each applied on its
+// own; the node checks the whole chunk first, so that a chunk RedisBloom would
+// refuse is not written in part.
+func (f *FSM) CheckLoadChunk(c *Command) error {
+	var err error
+	rerr := f.read(c.Family, c.Key, func(flt filters.Filter) {
+		if ck, ok := flt.(interface{ CheckChunk(int64, uint64) error }); ok {
+			err = rbChunkErr(ck.CheckChunk(c.Iter, uint64(len(c.Data))))
+		}
+	})
+	if rerr != nil {
+		return rerr
+	}
+	return err
+}
+
 // KindOf reports the kind of key's filter and whether it exists.
 func (f *FSM) KindOf(key string) (filters.Kind, bool) {
 	e := f.reg.get(key)

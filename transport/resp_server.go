@@ -81,7 +81,7 @@ func New(cfg Config, be Backend) *Server {
 		slots: newSlots(cfg.MaxClients),
 	}
 	s.rlim = &readLimits{maxReq: cfg.MaxRequestBytes, maxArgs: cfg.maxArgs(),
-		maxBulk: cfg.MaxItemBytes, argBytes: s.argBytes}
+		maxBulk: cfg.MaxItemBytes, maxChunk: max(cfg.MaxItemBytes, maxChunkArgBytes), argBytes: s.argBytes}
 	s.cmdList = listCommands(s.cmds)
 	s.configs = configParams()
 	s.bloom.Store(defaultBloomConfig(s.maxCap()))
@@ -445,6 +445,11 @@ func (c *conn) exec(batch [][][]byte) {
 		if c.sess.quit {
 			break // QUIT: later requests are not served
 		}
+		if len(args) == 0 { // a request too large to take, read past (resp_reader_big.go)
+			why := c.rd.takeRefusal()
+			c.immediate(op{rejected: true}, start, func(w *reply) { w.fail(why) })
+			continue
+		}
 		o, err := c.s.parse(&c.sess, args)
 		c.lastCmd.Store(o.def) // nil for an unknown command: "cmd=NULL", as Redis shows it
 		switch {
@@ -452,6 +457,13 @@ func (c *conn) exec(batch [][][]byte) {
 			c.immediate(o, start, func(w *reply) { w.fail(err) })
 		case o.kind == opWrite:
 			pieces := splitChunk(o.cmd)
+			if len(pieces) > 1 {
+				if res := c.checkChunk(o.cmd); res != nil {
+					// The whole chunk would be refused: none of its pieces go.
+					c.immediate(o, start, func(w *reply) { o.render(w, res) })
+					continue
+				}
+			}
 			p := pending{fut: c.s.be.Submit(pieces[0]), render: o.render,
 				proto: c.sess.proto, name: o.name, def: o.def, start: start}
 			for _, pc := range pieces[1:] {
@@ -525,6 +537,22 @@ func (c *conn) drain() {
 		*p = pending{}
 	}
 	c.pending = c.pending[:0]
+}
+
+// checkChunk asks the state machine, at a linearizable read, whether it would
+// take the whole of a LOADCHUNK that goes into the log in pieces, and returns
+// its refusal as a result, or nil. Without a read (no leader) the pieces go,
+// and the state machine answers each.
+func (c *conn) checkChunk(cmd *fsm.Command) *fsm.Result {
+	c.drain() // this connection's earlier writes first
+	if err := c.s.be.ReadBarrier(c.s.ctx, cluster.ReadLinearizable); err != nil {
+		return nil
+	}
+	c.barrierDone = false
+	if err := c.s.be.FSM().CheckLoadChunk(cmd); err != nil {
+		return &fsm.Result{Err: err}
+	}
+	return nil
 }
 
 // read serves a read after the run's read barrier.

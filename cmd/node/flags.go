@@ -106,7 +106,7 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", 10240, "log entries kept after a snapshot, so a lagging follower catches up without a snapshot install")
 	fs.DurationVar(&o.applyTimeout, "apply-timeout", 10*time.Second, "how long a write may wait for the log")
 	fs.StringVar(&o.maxItemSize, "max-item-size", "64kb", "largest item a command may carry")
-	fs.IntVar(&o.maxItems, "max-items", 100000, "most items one command may carry")
+	fs.IntVar(&o.maxItems, "max-items", transport.DefaultMaxItemsPerCommand, "most items (or keys) one command may carry; their bytes count against --max-request-size and --max-request-buffer")
 	fs.Uint64Var(&o.maxCapacity, "max-capacity", 1<<30, "largest capacity a filter may be created with")
 	fs.IntVar(&o.maxClients, "max-clients", 10000, "most RESP client connections at once")
 	fs.StringVar(&o.maxRequestSize, "max-request-size", "512mb", "largest RESP request")

@@ -101,7 +101,7 @@ func TestHeldNodeKeepsTheClusterAtItsFormat(t *testing.T) {
 		tc.mustWrite(bfAdd("k", string(rune('a'+i))))
 	}
 	_, l := tc.leader(10 * time.Second)
-	if f := formats(l); f[fsm.CodecV3] != 0 || f[fsm.CodecV4] != 0 || f[fsm.CodecV5] != 0 || f[fsm.CodecV2] == 0 {
+	if f := formats(l); f[fsm.CodecV3] != 0 || f[fsm.CodecV4] != 0 || f[fsm.CodecV5] != 0 || f[fsm.CodecV6] != 0 || f[fsm.CodecV2] == 0 {
 		t.Fatalf("entries by format with n3 held at 2: %v", f)
 	}
 	if st := tc.nodes[held].Status(); st.LogFormat != 2 || !st.Ready {

@@ -29,6 +29,9 @@ type meta struct {
 	Codec int `json:"codec,omitempty"`
 	// Disk says why the member's disk takes no more log ("" when it does).
 	Disk string `json:"disk,omitempty"`
+	// Mem is the member's --max-memory in bytes, -1 for none; absent (0) from
+	// builds before it was gossiped (memlimit.go).
+	Mem int64 `json:"mem,omitempty"`
 	// Member says the node has been in a committed configuration and keeps
 	// the state it had there: if it is not in the configuration now, it was
 	// removed (or left), and the leader tells it so rather than add it back
@@ -194,7 +197,7 @@ func (n *Node) members() []member {
 // localMeta is this node's own metadata.
 func (n *Node) localMeta() meta {
 	m := meta{ID: n.cfg.ID, Raft: n.raftAdvertise, RESP: n.cfg.RESPAddr, HTTP: n.cfg.HTTPAddr, Codec: int(n.logFormat()),
-		Member: n.heal.book.get().Member}
+		Member: n.heal.book.get().Member, Mem: memMeta(n.cfg.MaxMemory)}
 	if n.disk != nil {
 		if err := n.disk.refuse(); err != nil {
 			m.Disk = err.Error()

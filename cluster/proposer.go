@@ -187,15 +187,18 @@ func (n *Node) propose(batch []proposal) {
 	props := make([]proposal, 0, len(batch))
 	cmds := make([]*fsm.Command, 0, len(batch))
 	v := n.entryCodec()
+	mb := memBudget{v: v}
+	mb.limit, mb.who = n.memLimit()
 	for _, p := range batch {
 		if need := fsm.MinCodec(p.cmd); need > v {
 			p.fut.Resolve(nil, needsUpgrade(need, v))
 			continue
 		}
-		if err := n.admit(&p); err != nil {
+		if err := n.admit(&p, mb); err != nil {
 			p.fut.Resolve(nil, err)
 			continue
 		}
+		mb.stamp(p.cmd)
 		p.cmd.Time = now
 		props = append(props, p)
 		cmds = append(cmds, p.cmd)
@@ -244,10 +247,10 @@ func ackAtProposal(props []proposal) []proposal {
 	return out
 }
 
-// admit refuses a filter that would take the node past its memory limit, before
-// it reaches the log.
-func (n *Node) admit(p *proposal) error {
-	if n.cfg.MaxMemory == 0 {
+// admit refuses a filter that would take a replica past its memory limit (the
+// smallest of the servers', memlimit.go), before it reaches the log.
+func (n *Node) admit(p *proposal, mb memBudget) error {
+	if mb.limit == 0 {
 		return nil
 	}
 	need := n.fsm.NeedBytes(p.cmd)
@@ -255,9 +258,8 @@ func (n *Node) admit(p *proposal) error {
 		return nil
 	}
 	used := n.fsm.MemoryBytes() + uint64(n.reserved.Load())
-	if used+need > n.cfg.MaxMemory {
-		return fmt.Errorf("%w: %d more bytes of filters would take the node past its limit of %d bytes (%d in use)",
-			ErrTooLarge, need, n.cfg.MaxMemory, used)
+	if used+need > mb.limit {
+		return mb.admitErr(need, used)
 	}
 	n.reserved.Add(int64(need))
 	p.reserved = int64(need)

@@ -35,12 +35,14 @@ const (
 //	4  as 3, with ops RENAME, FLUSH and COMPACT
 //	5  as 4, with ops EXPIRE, PERSIST and EXPIRE_TICK, the expire field and
 //	   the max filters field (a cuckoo add's cf-max-expansions)
+//	6  as 5, with the memory limit field (the cluster's smallest
+//	   --max-memory, which creating and growing filters may not pass)
 //
 // The version is also the "log format" a node advertises: the highest it can
 // apply. A leader writes the highest version every member can read (cluster
 // negotiates it over gossip), so a rolling upgrade never hands an old node an
 // entry it cannot apply.
-const CodecVersion = CodecV5
+const CodecVersion = CodecV6
 
 // Entry codec versions.
 const (
@@ -49,6 +51,7 @@ const (
 	CodecV3 = 3 // commands carry fields: optional, or ones a node must understand
 	CodecV4 = 4 // ops RENAME, FLUSH and COMPACT
 	CodecV5 = 5 // expiry: ops EXPIRE, PERSIST and EXPIRE_TICK; field max filters
+	CodecV6 = 6 // field memory limit
 )
 
 // Op is what a Command does.
@@ -74,10 +77,14 @@ const (
 // MinCodec is the lowest log format that can carry c: a leader proposes c only
 // once every member reads it.
 func MinCodec(c *Command) byte {
+	v := opCodec(c.Op)
 	if c.MaxFilters != 0 {
-		return CodecV5
+		v = max(v, CodecV5)
 	}
-	return opCodec(c.Op)
+	if c.MemLimit != 0 {
+		v = max(v, CodecV6)
+	}
+	return v
 }
 
 // opCodec is the log format that introduced op.
@@ -164,7 +171,13 @@ type Command struct {
 	// every replica refuses the same adds. 0 leaves the filters' own limit
 	// (filters.MaxCuckooFilters); log format 5 on (MinCodec).
 	MaxFilters uint32
-	Session    Session
+	// MemLimit is the most bytes all filters together may take once the
+	// command applies: the leader's view of the smallest --max-memory among
+	// the servers, carried in the command so that every replica refuses the
+	// same creation or growth (ErrOutOfMemory) at the same index. 0 is no
+	// limit; log format 6 on (MinCodec).
+	MemLimit uint64
+	Session  Session
 	// Time is the leader's clock (Unix nanoseconds) when it proposed the command.
 	// Sessions and keys expire by it (the largest seen is the log's clock),
 	// never by a replica's own clock.
@@ -206,6 +219,11 @@ var (
 	// ErrCannotGrow answers a Bloom add that needed a new sub-filter the
 	// filter could not make (its limits, or an overflow).
 	ErrCannotGrow = errors.New("problem inserting into filter")
+	// ErrOutOfMemory answers a command that would create or grow a filter
+	// past its MemLimit: it changes nothing (a multi-item add keeps the items
+	// before it, and a cuckoo insert of several items answers -1 for each
+	// that needed the growth, as RedisBloom does when it cannot allocate).
+	ErrOutOfMemory = errors.New("the filters would take more memory than the smallest --max-memory among the servers")
 	// ErrSessionExpired answers a request whose session sequence number is older
 	// than the results the session table still keeps: it may have been applied,
 	// and it is not applied again.

@@ -39,6 +39,7 @@ import (
 //	16 expire (format 5, OpExpire)          conditions byte (ExpireCond in bits
 //	                                        0-3, bit 4 set when ExpireAt),
 //	                                        varint Expire
+//	17 memory limit (format 6, any op)      uvarint MemLimit, above 0
 //
 // Fields are how a command grows without a new layout: a field's key is its tag
 // shifted left by one, the low bit set when a node must understand the field to
@@ -102,6 +103,7 @@ type field struct {
 const (
 	tagMaxFilters = 1  // Command.MaxFilters (log format 5)
 	tagExpire     = 16 // OpExpire's deadline and conditions (log format 5)
+	tagMemLimit   = 17 // Command.MemLimit (log format 6)
 
 	expireAbsolute = 1 << 4 // the expire field's bit for ExpireAt
 )
@@ -109,19 +111,28 @@ const (
 // knownField reports whether a node that reads log formats up to max
 // understands field tag: a field is known from the format that introduced it.
 func knownField(tag uint64, max byte) bool {
-	return (tag == tagExpire || tag == tagMaxFilters) && max >= CodecV5
+	switch tag {
+	case tagExpire, tagMaxFilters:
+		return max >= CodecV5
+	case tagMemLimit:
+		return max >= CodecV6
+	}
+	return false
 }
 
 // commandFields returns the fields c's own values travel in merged with
 // extra (tests write fields this build does not know with it), tags
 // ascending.
 func commandFields(c *Command, extra []field) []field {
-	if c.Op != OpExpire && c.MaxFilters == 0 {
+	if c.Op != OpExpire && c.MaxFilters == 0 && c.MemLimit == 0 {
 		return extra
 	}
 	var fs []field
 	if c.MaxFilters != 0 {
 		fs = append(fs, field{tag: tagMaxFilters, must: true, val: binary.AppendUvarint(nil, uint64(c.MaxFilters))})
+	}
+	if c.MemLimit != 0 {
+		fs = append(fs, field{tag: tagMemLimit, must: true, val: binary.AppendUvarint(nil, c.MemLimit)})
 	}
 	if c.Op == OpExpire {
 		cond := byte(c.ExpireIf)
@@ -617,6 +628,8 @@ func (d *decoder) fields(c *Command) (expire bool) {
 				expire = true
 			case tagMaxFilters:
 				d.maxFiltersField(c, key&fieldMust != 0, val)
+			case tagMemLimit:
+				d.memLimitField(c, key&fieldMust != 0, val)
 			}
 			continue
 		}
@@ -656,6 +669,16 @@ func (d *decoder) maxFiltersField(c *Command, must bool, val []byte) {
 	c.MaxFilters = uint32(v)
 }
 
+// memLimitField decodes the memory limit field's value into c.
+func (d *decoder) memLimitField(c *Command, must bool, val []byte) {
+	v, n := binary.Uvarint(val)
+	if !must || n != len(val) || v == 0 {
+		d.fail("bad memory limit field")
+		return
+	}
+	c.MemLimit = v
+}
+
 // Result encoding (a forwarded write's reply): error code, flags, uvarint count,
 // zig-zag varints.
 
@@ -664,6 +687,7 @@ var resultErrs = []error{
 	nil, ErrNotFound, ErrExists, ErrWrongType, ErrFull, ErrMaxExpansions,
 	ErrNonScalingFull, ErrBadPosition, ErrBadData, ErrBadSpec, ErrSessionExpired,
 	ErrBadExpire, ErrChunkOutside, ErrChunkTooBig, ErrBadHeader, ErrCannotGrow,
+	ErrOutOfMemory,
 }
 
 const resultStopped = 1 << 0

@@ -137,7 +137,7 @@ func TestMinCodec(t *testing.T) {
 			t.Errorf("op %d: format %d, want %d", op, got, want)
 		}
 	}
-	if lastOp != OpExpireTick || CodecVersion != CodecV5 {
+	if lastOp != OpExpireTick || CodecVersion != CodecV6 {
 		t.Errorf("a new op needs a row here")
 	}
 }

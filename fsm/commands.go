@@ -37,12 +37,14 @@ func (f *FSM) vacant(key string, fam Family) error {
 	return ErrExists
 }
 
-// create builds the filter c.Spec describes, which must be of c's family.
+// create builds the filter c.Spec describes, which must be of c's family,
+// within c's memory limit (memlimit.go).
 func (f *FSM) create(c *Command) (filters.Filter, error) {
 	if familyOf(c.Spec.Kind) != c.Family || c.Family == FamilyNone {
 		return nil, ErrBadSpec
 	}
-	return newFilter(c.Spec)
+	est, _ := EstimateBytes(c.Spec)
+	return f.createWithin(c, est, func() (filters.Filter, error) { return newFilter(c.Spec) })
 }
 
 // install puts flt under key, replacing whatever was there. The key starts
@@ -125,6 +127,7 @@ func (f *FSM) applyAdd(c *Command) *Result {
 	}
 	r := &Result{Ints: make([]int64, 0, len(c.Items))}
 	f.mutate(e, func(flt filters.Filter) {
+		defer f.budgetGrowth(c, flt)()
 		// A batch reads ahead the memory of each window of items before
 		// adding them (filters/prefetch.go); one item gains nothing.
 		pf, _ := flt.(filters.Prefetcher)
@@ -287,7 +290,7 @@ func (f *FSM) applyLoadChunk(c *Command) *Result {
 		if err := f.vacant(c.Key, c.Family); err != nil {
 			return &Result{Err: err}
 		}
-		flt, err := loadHeader(c.Family, c.Data)
+		flt, err := f.createWithin(c, headerBytes(c), func() (filters.Filter, error) { return loadHeader(c.Family, c.Data) })
 		if err != nil {
 			return &Result{Err: err}
 		}

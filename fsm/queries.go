@@ -228,26 +228,28 @@ func (f *FSM) NeedBytes(c *Command) uint64 {
 		if c.Iter != 1 {
 			return 0
 		}
-		switch {
-		case filters.IsDumpHeader(c.Data):
-			h, err := filters.ParseDumpHeader(c.Data)
-			if err != nil {
-				return 0
-			}
-			return h.PayloadBytes
-		case c.Family == FamilyBF:
-			n, err := filters.ParseRBChainHeader(c.Data)
-			if err != nil {
-				return 0
-			}
-			return n
-		case c.Family == FamilyCF:
-			n, err := filters.ParseRBCuckooHeader(c.Data)
-			if err != nil {
-				return 0
-			}
-			return n
-		}
+		return headerBytes(c)
 	}
 	return 0
+}
+
+// headerBytes is what the filter a LOADCHUNK header describes is counted as,
+// from the header alone; 0 for no header or a bad one, which loading refuses.
+func headerBytes(c *Command) uint64 {
+	var n uint64
+	var err error
+	switch {
+	case filters.IsDumpHeader(c.Data):
+		var h filters.DumpHeader
+		h, err = filters.ParseDumpHeader(c.Data)
+		n = h.PayloadBytes
+	case c.Family == FamilyBF:
+		n, err = filters.ParseRBChainHeader(c.Data)
+	case c.Family == FamilyCF:
+		n, err = filters.ParseRBCuckooHeader(c.Data)
+	}
+	if err != nil {
+		return 0
+	}
+	return n
 }

@@ -308,20 +308,23 @@ func (f *FSM) applyLoadChunk(c *Command) *Result {
 		f.mutate(e, func(flt filters.Filter) { r.Err = rbChunkErr(flt.(rbDumper).LoadChunk(c.Iter, c.Data)) })
 		return r
 	}
-	f.mutate(e, func(flt filters.Filter) {
-		switch err := filters.LoadChunk(flt, c.Iter, c.Data); {
-		case err == nil:
-		case errors.Is(err, filters.ErrChunkOutside):
-			r.Err = ErrChunkOutside
-		case errors.Is(err, filters.ErrChunkTooBig):
-			r.Err = ErrChunkTooBig
-		case errors.Is(err, filters.ErrBadPosition):
-			r.Err = ErrBadPosition
-		default:
-			r.Err = ErrBadData
-		}
-	})
+	f.mutate(e, func(flt filters.Filter) { r.Err = ownChunkErr(filters.LoadChunk(flt, c.Iter, c.Data)) })
 	return r
+}
+
+// ownChunkErr is the outcome of a chunk of our own dump format.
+func ownChunkErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, filters.ErrChunkOutside):
+		return ErrChunkOutside
+	case errors.Is(err, filters.ErrChunkTooBig):
+		return ErrChunkTooBig
+	case errors.Is(err, filters.ErrBadPosition):
+		return ErrBadPosition
+	}
+	return ErrBadData
 }
 
 // loadHeader builds the filter the first chunk of a dump describes: one of our

@@ -403,4 +403,17 @@ func TestCheckLoadChunk(t *testing.T) {
 	if after, _ := f.Info(FamilyBF, "bf"); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatal("a check changed the filter")
 	}
+	// Our own layout takes no chunk this big: the check says what applying it does.
+	h.ok(reserve(FamilyBF, "own", bfSpec(100_000, 0.01, 2)))
+	n := filters.DumpChunkBytes + 100
+	for _, iter := range []int64{int64(n) + 1, 1 << 40, 5, int64(n) + 100} {
+		c := &Command{Op: OpLoadChunk, Family: FamilyBF, Key: "own", Iter: iter, Data: make([]byte, n)}
+		checked := f.CheckLoadChunk(c)
+		if checked == nil {
+			t.Fatalf("iter %d: a chunk of %d bytes passed the check", iter, n)
+		}
+		if r := h.apply(c); !errors.Is(r.Err, checked) {
+			t.Fatalf("iter %d: checked %v, applied %v", iter, checked, r.Err)
+		}
+	}
 }

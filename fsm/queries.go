@@ -127,6 +127,11 @@ func (f *FSM) CheckLoadChunk(c *Command) error {
 	rerr := f.read(c.Family, c.Key, func(flt filters.Filter) {
 		if ck, ok := flt.(interface{ CheckChunk(int64, uint64) error }); ok {
 			err = rbChunkErr(ck.CheckChunk(c.Iter, uint64(len(c.Data))))
+			return
+		}
+		if len(c.Data) > filters.DumpChunkBytes+4 {
+			// No chunk of our own format is this big: LoadChunk refuses it.
+			err = ownChunkErr(filters.CheckBigChunk(flt, c.Iter, len(c.Data)))
 		}
 	})
 	if rerr != nil {

@@ -17,6 +17,7 @@ const (
 	marksFree      = 512      // argument table entries (two per argument) held without charge
 	chargeQuantum  = 16 << 10 // argument copies a batch holds before the budget is charged
 	sliceHeader    = 24       // bytes of a []byte header: a copied argument costs this besides its data
+	bigGrowth      = 1 << 20  // a buffer this big grows straight to what its request needs
 )
 
 // protocolError is a malformed request; the connection answers
@@ -83,6 +84,7 @@ type reader struct {
 	// State of the multibulk request that starts at buf[r].
 	argc  int   // arguments announced; 0 when no multibulk header has been parsed
 	pos   int   // parse position relative to r
+	need  int   // bytes from r the request needs up to the end of the bulk being read
 	marks []int // start, end of each argument parsed so far, relative to r
 
 	err   error  // a read or protocol error held back until the batch before it is served
@@ -185,9 +187,15 @@ func (rd *reader) fill() error {
 }
 
 // grow doubles the buffer, moving the pending input to its front, if the budget
-// allows.
+// allows. Once a big bulk is arriving (the buffer has reached bigGrowth), it
+// grows at once to what the request needs up to that bulk's end: a 36 MB chunk
+// is not copied through every power of two on the way.
 func (rd *reader) grow() error {
-	size := min(2*len(rd.buf), rd.lim.bufCap())
+	size := 2 * len(rd.buf)
+	if len(rd.buf) >= bigGrowth && rd.need > size {
+		size = rd.need
+	}
+	size = min(size, rd.lim.bufCap())
 	if size <= len(rd.buf) { // cannot happen: the parser refuses such a request first
 		return protocolError(fmt.Sprintf("request larger than %d bytes", rd.lim.maxReq))
 	}
@@ -274,6 +282,7 @@ func (rd *reader) multibulk() ([][]byte, error) {
 		}
 		stop := end + int(n)
 		if stop+2 > len(in) {
+			rd.need = stop + 2
 			return nil, errIncomplete
 		}
 		if in[stop] != '\r' || in[stop+1] != '\n' {
@@ -297,7 +306,7 @@ func (rd *reader) multibulk() ([][]byte, error) {
 		return nil, err
 	}
 	rd.r += rd.pos
-	rd.argc, rd.pos = 0, 0
+	rd.argc, rd.pos, rd.need = 0, 0, 0
 	if cap(rd.marks) > marksFree {
 		rd.marks = nil // a request of many arguments does not pin its table
 		rd.recharge(len(rd.buf), 0)

@@ -54,7 +54,7 @@ func (rd *reader) refuse(n int64, end int, why string) error {
 	}
 	i := len(rd.marks) / 2
 	rd.skip = skipState{on: true, left: int64(end) + n + 2, args: rd.argc - i - 1, why: redisError("ERR " + why)}
-	rd.argc, rd.pos = 0, 0
+	rd.argc, rd.pos, rd.need = 0, 0, 0
 	rd.marks = rd.marks[:0]
 	return errSkip
 }
@@ -135,6 +135,6 @@ func (rd *reader) handOff(in []byte, marks []int) ([][]byte, error) {
 	nb := make([]byte, size)
 	rd.w = copy(nb, tail)
 	rd.r, rd.buf = 0, nb
-	rd.pos = 0
+	rd.pos, rd.need = 0, 0
 	return args, nil
 }

@@ -3,6 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
 	"strings"
 	"testing"
 	"time"
@@ -20,12 +23,7 @@ import (
 // race detector, whose shadow memory would swamp the figure.
 func TestSmallestMemoryLimit(t *testing.T) {
 	limits := []string{"3gb", "64mb", "64mb"}
-	dir := t.TempDir()
-	bin, err := nodeproc.Build(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nodeproc.StartSecureClusterEach(bin, dir, 3, nodeproc.Security{},
+	nc, err := nodeproc.StartSecureClusterEach(plainBinary(t), t.TempDir(), 3, nodeproc.Security{},
 		func(i int) []string { return []string{"--max-memory", limits[i]} })
 	if err != nil {
 		t.Fatal(err)
@@ -109,4 +107,28 @@ func TestSmallestMemoryLimit(t *testing.T) {
 		// recent log entries (raft's cache of 512, here of 50,000 items each).
 		t.Logf("%s: filters %d bytes, RSS %d MB", m.ID, total, rssOf(t, m.Pid())>>20)
 	}
+}
+
+var (
+	plainOnce sync.Once
+	plainBin  string
+	plainErr  error
+)
+
+// plainBinary is the binary built without the race detector, once, beside
+// the race-built one (and removed with it): for tests that measure memory,
+// which the detector's shadow memory would swamp, or that push hundreds of
+// megabytes through a node, which it slows sixfold.
+func plainBinary(t *testing.T) string {
+	t.Helper()
+	plainOnce.Do(func() {
+		dir := filepath.Join(filepath.Dir(binary), "plain")
+		if plainErr = os.MkdirAll(dir, 0o755); plainErr == nil {
+			plainBin, plainErr = nodeproc.Build(dir, false)
+		}
+	})
+	if plainErr != nil {
+		t.Fatal(plainErr)
+	}
+	return plainBin
 }

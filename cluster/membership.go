@@ -146,6 +146,9 @@ func (n *Node) startGossip() error {
 	mc.SuspicionMult = 2
 	mc.SecretKey = n.cfg.GossipKey
 	mc.Logger = log.New(&slogWriter{log: n.cfg.Logger.With("component", "gossip")}, "", 0)
+	if err := n.gossipTransport(mc); err != nil {
+		return fmt.Errorf("start gossip on %s: %w", n.cfg.GossipAddr, err)
+	}
 	n.delegate = &delegate{notify: n.noteMessage}
 	n.delegate.set(n.localMeta())
 	mc.Delegate = n.delegate

@@ -25,8 +25,9 @@ const (
 )
 
 // preambleTimeout bounds how long an accepted connection may take to complete
-// its handshake and name itself.
-const preambleTimeout = 5 * time.Second
+// its handshake and name itself (a few round trips); meanwhile it holds one of
+// a capped number of pending slots (connlimit.go).
+const preambleTimeout = 3 * time.Second
 
 // refusedLogEvery spaces the log lines about refused connections, so a flood of
 // strangers costs a line a second, not a line each.
@@ -44,6 +45,7 @@ type mux struct {
 	serveRPC  func(c net.Conn, peer string) // peer: the node id its certificate names ("" without TLS)
 	log       *slog.Logger
 	refused   prometheus.Counter
+	pending   *pendingLimit
 
 	lastRefusedLog atomic.Int64 // unix nanoseconds
 	suppressed     atomic.Int64 // refusals not logged since
@@ -65,6 +67,7 @@ func newMux(ln net.Listener, advertise net.Addr, dial DialFunc, peerTLS *PeerTLS
 		serveRPC:  serveRPC,
 		log:       log,
 		refused:   refused,
+		pending:   newPendingLimit(maxPending, maxPendingPerIP),
 		closed:    make(chan struct{}),
 	}
 	m.wg.Add(1)
@@ -89,10 +92,15 @@ func (m *mux) acceptLoop() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
+		release, ok := m.pending.take(c.RemoteAddr())
+		if !ok {
+			m.refuse(c, "too many connections in their handshake", nil)
+			continue
+		}
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			m.route(c)
+			m.route(c, release)
 		}()
 	}
 }
@@ -102,7 +110,8 @@ func (m *mux) acceptLoop() {
 // handshake failed or whose certificate names no node (peerauth.go); a Raft
 // connection is read through a guard that lets the peer speak only as the node
 // its certificate names (raftguard.go).
-func (m *mux) route(c net.Conn) {
+func (m *mux) route(c net.Conn, release func()) {
+	defer release()
 	_ = c.SetDeadline(time.Now().Add(preambleTimeout))
 	var peer string
 	if m.tls != nil {
@@ -124,6 +133,7 @@ func (m *mux) route(c net.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
+	release() // it has proven itself: its slot goes to the next
 	switch b[0] {
 	case streamRaft:
 		if peer != "" {

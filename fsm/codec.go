@@ -120,30 +120,49 @@ func knownField(tag uint64, max byte) bool {
 	return false
 }
 
+// ownFields is room for a command's own fields and their values, so that
+// encoding the usual command allocates nothing for them.
+type ownFields struct {
+	fs  [3]field
+	buf [3 * (binary.MaxVarintLen64 + 1)]byte
+}
+
 // commandFields returns the fields c's own values travel in merged with
 // extra (tests write fields this build does not know with it), tags
-// ascending.
-func commandFields(c *Command, extra []field) []field {
+// ascending, held in own unless extra needs more room.
+func commandFields(c *Command, extra []field, own *ownFields) []field {
 	if c.Op != OpExpire && c.MaxFilters == 0 && c.MemLimit == 0 {
 		return extra
 	}
-	var fs []field
-	if c.MaxFilters != 0 {
-		fs = append(fs, field{tag: tagMaxFilters, must: true, val: binary.AppendUvarint(nil, uint64(c.MaxFilters))})
+	fs, buf := own.fs[:0], own.buf[:0]
+	put := func(tag uint64, val []byte) {
+		fs = append(fs, field{tag: tag, must: true, val: val})
 	}
-	if c.MemLimit != 0 {
-		fs = append(fs, field{tag: tagMemLimit, must: true, val: binary.AppendUvarint(nil, c.MemLimit)})
+	if c.MaxFilters != 0 {
+		at := len(buf)
+		buf = binary.AppendUvarint(buf, uint64(c.MaxFilters))
+		put(tagMaxFilters, buf[at:len(buf):len(buf)])
 	}
 	if c.Op == OpExpire {
 		cond := byte(c.ExpireIf)
 		if c.ExpireAt {
 			cond |= expireAbsolute
 		}
-		fs = append(fs, field{tag: tagExpire, must: true, val: binary.AppendVarint([]byte{cond}, c.Expire)})
+		at := len(buf)
+		buf = binary.AppendVarint(append(buf, cond), c.Expire)
+		put(tagExpire, buf[at:len(buf):len(buf)])
 	}
-	own := len(fs)
+	if c.MemLimit != 0 {
+		at := len(buf)
+		buf = binary.AppendUvarint(buf, c.MemLimit)
+		put(tagMemLimit, buf[at:len(buf):len(buf)])
+	}
+	if len(extra) == 0 {
+		return fs // already in tag order
+	}
+	n := len(fs)
 	for _, f := range extra {
-		if slices.ContainsFunc(fs[:own], func(o field) bool { return o.tag == f.tag }) {
+		if slices.ContainsFunc(fs[:n], func(o field) bool { return o.tag == f.tag }) {
 			continue // the command's own value wins
 		}
 		fs = append(fs, f)
@@ -184,7 +203,8 @@ func EncodeCommandVersion(c *Command, v byte) []byte { return encodeCommandField
 // encodeCommandFields encodes c with fields (version 3 on; tests use it to
 // write fields this build does not know).
 func encodeCommandFields(c *Command, v byte, extra []field) []byte {
-	fields := commandFields(c, extra)
+	var own ownFields
+	fields := commandFields(c, extra, &own)
 	b := make([]byte, 0, 2+commandSize(c, v, fields)+entryTrailer)
 	b = append(b, byte(TypeCommand), v)
 	return sealEntry(appendCommand(b, c, v, fields))
@@ -193,14 +213,15 @@ func encodeCommandFields(c *Command, v byte, extra []field) []byte {
 // EncodeBatchVersion returns cs as one TypeBatch log entry of codec version v.
 func EncodeBatchVersion(cs []*Command, v byte) []byte {
 	size := 2 + binary.MaxVarintLen64 + entryTrailer
+	var own ownFields
 	for _, c := range cs {
-		size += binary.MaxVarintLen64 + commandSize(c, v, commandFields(c, nil))
+		size += binary.MaxVarintLen64 + commandSize(c, v, commandFields(c, nil, &own))
 	}
 	b := make([]byte, 0, size)
 	b = append(b, byte(TypeBatch), v)
 	b = binary.AppendUvarint(b, uint64(len(cs)))
 	for _, c := range cs {
-		fields := commandFields(c, nil)
+		fields := commandFields(c, nil, &own)
 		n := commandSize(c, v, fields)
 		b = binary.AppendUvarint(b, uint64(n))
 		at := len(b)

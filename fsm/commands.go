@@ -127,7 +127,9 @@ func (f *FSM) applyAdd(c *Command) *Result {
 	}
 	r := &Result{Ints: make([]int64, 0, len(c.Items))}
 	f.mutate(e, func(flt filters.Filter) {
-		defer f.budgetGrowth(c, flt)()
+		if b := f.budgetGrowth(c, flt); b != nil {
+			defer b.ClearGrowthBudget()
+		}
 		// A batch reads ahead the memory of each window of items before
 		// adding them (filters/prefetch.go); one item gains nothing.
 		pf, _ := flt.(filters.Prefetcher)

@@ -49,19 +49,20 @@ func (f *FSM) createWithin(c *Command, estimate uint64, build func() (filters.Fi
 	return flt, nil
 }
 
-// budgetGrowth lets flt grow during c by at most what c's memory limit leaves;
-// the returned function ends the budget.
-func (f *FSM) budgetGrowth(c *Command, flt filters.Filter) func() {
+// budgetGrowth lets flt grow during c by at most what c's memory limit leaves,
+// and returns the filter whose budget the caller ends (ClearGrowthBudget), or
+// nil when there is none.
+func (f *FSM) budgetGrowth(c *Command, flt filters.Filter) filters.Budgeted {
 	b, ok := flt.(filters.Budgeted)
 	if c.MemLimit == 0 || !ok {
-		return func() {}
+		return nil
 	}
 	left := uint64(0)
 	if used := f.memory.Load(); used < c.MemLimit {
 		left = c.MemLimit - used
 	}
 	b.SetGrowthBudget(left)
-	return b.ClearGrowthBudget
+	return b
 }
 
 // growthRefused reports whether an add failed for want of memory.

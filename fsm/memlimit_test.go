@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/rookerydb/rookery/filters"
 )
 
@@ -186,4 +188,24 @@ func FuzzMemLimit(f *testing.F) {
 			check(fmt.Sprint("insert ", i))
 		}
 	})
+}
+
+// BenchmarkBatchMemLimit encodes and applies an entry of 200 adds, with and
+// without the memory limit field: what stamping every write costs.
+func BenchmarkBatchMemLimit(b *testing.B) {
+	for _, lim := range []uint64{0, 1 << 30} {
+		var cs []*Command
+		for i := range 200 {
+			c := add(FamilyBF, "k", fmt.Sprint(i, "item"))
+			c.Spec, c.MemLimit, c.Time = bfSpec(100, 0.01, 2), lim, 1e18
+			cs = append(cs, c)
+		}
+		b.Run(fmt.Sprint("limit=", lim != 0), func(b *testing.B) {
+			b.ReportAllocs()
+			f := New(Options{})
+			for i := uint64(1); b.Loop(); i++ {
+				f.ApplyBatch([]*raft.Log{{Index: i, Type: raft.LogCommand, Data: EncodeBatchVersion(cs, CodecVersion)}})
+			}
+		})
+	}
 }

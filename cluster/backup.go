@@ -398,9 +398,10 @@ func (g *group) RestoreBackup(ctx context.Context, r io.Reader, size int64) (*Re
 	if err != nil {
 		return nil, err
 	}
-	if max := g.n.cfg.MaxMemory; max > 0 && info.State.MemoryBytes > max {
-		return nil, fmt.Errorf("%w: the backup's filters take %d bytes, more than this node's --max-memory (%d)",
-			ErrTooLarge, info.State.MemoryBytes, max)
+	// Every replica installs the backup: it must fit the smallest limit (memlimit.go).
+	if max, who := g.memLimit(); max > 0 && info.State.MemoryBytes > max {
+		return nil, fmt.Errorf("%w: the backup's filters take %d bytes, more than node %s's --max-memory (%d)",
+			ErrTooLarge, info.State.MemoryBytes, who, max)
 	}
 	if _, err := f.Seek(info.FileBytes-info.Meta.StateBytes-sha256.Size, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("restore: %w", err)

@@ -102,8 +102,14 @@ func TestHeldNodeKeepsTheClusterAtItsFormat(t *testing.T) {
 		tc.mustWrite(bfAdd("k", string(rune('a'+i))))
 	}
 	_, l := tc.leader(10 * time.Second)
-	if f := formats(l); f[fsm.CodecV3] != 0 || f[fsm.CodecV4] != 0 || f[fsm.CodecV5] != 0 || f[fsm.CodecV2] == 0 {
+	f := formats(l)
+	if f[fsm.CodecV2] == 0 {
 		t.Fatalf("entries by format with n3 held at 2: %v", f)
+	}
+	for v := byte(fsm.CodecV3); v <= fsm.CodecVersion; v++ {
+		if f[v] != 0 {
+			t.Fatalf("entries by format with n3 held at 2: %v", f)
+		}
 	}
 	if st := tc.nodes[held].Status(); st.LogFormat != 2 || !st.Ready {
 		t.Fatalf("held node: %+v", st)

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -103,8 +104,13 @@ type Config struct {
 // PeerTLS is the two sides of mutual TLS between nodes. Server must require and
 // verify client certificates; Client must present one. Both may read material
 // that is reloaded (certs.Source), since they are consulted per handshake.
+// Peers are then taken as the node their certificate names (peerauth.go).
 type PeerTLS struct {
 	Server, Client *tls.Config
+	// Local returns the node's own certificate now in use (certs.Source.Leaf);
+	// while it is of the old kind (certs.KindLegacy), peers with certificates
+	// of that kind are taken as before. Nil: the node holds a node certificate.
+	Local func() *x509.Certificate
 }
 
 // Default values for the Config fields left zero.

@@ -26,5 +26,7 @@
 //
 // Raft's own traffic and node-to-node requests share one TCP port (stream.go);
 // with Config.PeerTLS every connection to it completes a mutual TLS handshake
-// with a certificate of the cluster CA before a byte of it is read.
+// with a certificate of the cluster CA before a byte of it is read, and a
+// peer then speaks only as the node its certificate names (peerauth.go,
+// raftguard.go): client certificates open nothing here.
 package cluster

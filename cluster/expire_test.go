@@ -311,9 +311,9 @@ func TestExpiryWaitsForLogFormat5(t *testing.T) {
 	tc.crash(held)
 	tc.cfgs[held].MaxLogFormat = 0
 	tc.start(held)
-	eventually(t, 20*time.Second, "the leader to write format 5 or later", func() bool {
+	eventually(t, 20*time.Second, "the leader to write the newest format", func() bool {
 		_, l := tc.leader(10 * time.Second)
-		return l.Status().LogFormatUse >= int(fsm.CodecV5)
+		return l.Status().LogFormatUse == int(fsm.CodecVersion)
 	})
 	tc.mustWrite(pexpire("k", 500))
 	x.agree(t, ids(tc), "k")

@@ -239,8 +239,12 @@ func (n *Node) setRemoved(why string) {
 	}
 }
 
-// regossip sends this node's metadata again after it changed.
+// regossip sends this node's metadata again after it changed. memberlist's
+// UpdateNode must not run twice at once (it writes the node's own state
+// unlocked), and the shard loop and the membership loop both call it.
 func (n *Node) regossip() {
+	n.regossipMu.Lock()
+	defer n.regossipMu.Unlock()
 	n.delegate.set(n.localMeta())
 	if err := n.ml.UpdateNode(time.Second); err != nil {
 		n.log.Debug("gossip metadata", "err", err)

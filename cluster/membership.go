@@ -29,6 +29,9 @@ type meta struct {
 	Codec int `json:"codec,omitempty"`
 	// Disk says why the member's disk takes no more log ("" when it does).
 	Disk string `json:"disk,omitempty"`
+	// Mem is the member's --max-memory in bytes, -1 for none; absent (0) from
+	// builds before it was gossiped (memlimit.go).
+	Mem int64 `json:"mem,omitempty"`
 	// Member says the node has been in a committed configuration and keeps
 	// the state it had there: if it is not in the configuration now, it was
 	// removed (or left), and the leader tells it so rather than add it back
@@ -150,6 +153,9 @@ func (n *Node) startGossip() error {
 	mc.SuspicionMult = 2
 	mc.SecretKey = n.cfg.GossipKey
 	mc.Logger = log.New(&slogWriter{log: n.cfg.Logger.With("component", "gossip")}, "", 0)
+	if err := n.gossipTransport(mc); err != nil {
+		return fmt.Errorf("start gossip on %s: %w", n.cfg.GossipAddr, err)
+	}
 	n.delegate = &delegate{notify: n.noteMessage}
 	n.delegate.set(n.localMeta())
 	mc.Delegate = n.delegate
@@ -201,7 +207,7 @@ func (n *Node) members() []member {
 // localMeta is this node's own metadata.
 func (n *Node) localMeta() meta {
 	m := meta{ID: n.cfg.ID, Raft: n.raftAdvertise, RESP: n.cfg.RESPAddr, HTTP: n.cfg.HTTPAddr, Codec: int(n.logFormat()),
-		Member: n.heal.book.get().Member, Leads: n.leads()}
+		Member: n.heal.book.get().Member, Leads: n.leads(), Mem: memMeta(n.cfg.MaxMemory)}
 	if cm := n.clusterMap(); cm != nil {
 		m.MapVer = cm.Version
 	}
@@ -283,6 +289,9 @@ func (n *Node) verifyIdentity(id, raftAddr string) (peerStatus, error) {
 	}
 	if ps.ID != id {
 		return ps, fmt.Errorf("%w: %s answers as %q, not %q", errWrongIdentity, raftAddr, ps.ID, id)
+	}
+	if name := n.peer(raftAddr).certName(); name != "" && name != id {
+		return ps, fmt.Errorf("%w: %s holds the certificate of %q, not %q", errWrongIdentity, raftAddr, name, id)
 	}
 	return ps, nil
 }

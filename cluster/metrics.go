@@ -21,6 +21,7 @@ type metrics struct {
 	snapshotBytes    prometheus.Gauge
 	snapshotFailures prometheus.Counter
 	peerRefused      prometheus.Counter
+	gossipRefused    prometheus.Counter
 }
 
 func newMetrics(n *Node, reg *prometheus.Registry) *metrics {
@@ -58,7 +59,11 @@ func newMetrics(n *Node, reg *prometheus.Registry) *metrics {
 		}),
 		peerRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rookery_peer_connections_refused_total",
-			Help: "Connections to the Raft port dropped before a byte of Raft was read: no or a bad TLS handshake, or an unknown stream.",
+			Help: "Connections to the Raft port dropped before a byte of Raft was read (no or a bad TLS handshake, a certificate that names no node, an unknown stream, too many in their handshake), or later for a request from another sender than the certificate names.",
+		}),
+		gossipRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rookery_gossip_connections_refused_total",
+			Help: "Gossip TCP connections closed at once because too many were being handled.",
 		}),
 	}
 	if reg == nil {
@@ -68,7 +73,7 @@ func newMetrics(n *Node, reg *prometheus.Registry) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.applySeconds, m.batchCommands, m.applyErrors, m.readRounds,
-		m.snapshotSeconds, m.snapshotBytes, m.snapshotFailures, m.peerRefused,
+		m.snapshotSeconds, m.snapshotBytes, m.snapshotFailures, m.peerRefused, m.gossipRefused,
 		gauge("rookery_raft_commit_index", "The Raft commit index this node knows.", func() float64 {
 			if n.raft == nil {
 				return 0

@@ -38,8 +38,10 @@ type Node struct {
 
 	bootstrapped atomic.Bool
 
-	memMu    sync.Mutex
-	memTable map[string]member // by id, from gossip events
+	memMu sync.Mutex
+	// regossipMu serializes regossip (heal.go).
+	regossipMu sync.Mutex
+	memTable   map[string]member // by id, from gossip events
 
 	peersMu sync.Mutex
 	peers   map[string]*rpcClient // by raft address
@@ -162,7 +164,7 @@ func (n *Node) listen() error {
 	// Kept as given, host name and all: a container restarted with a new IP
 	// address is still reached at its name.
 	n.raftAdvertise = adv
-	n.mux = newMux(ln, hostAddr(adv), cfg.Dial, cfg.PeerTLS, n.serveRPC, n.log, n.metrics.peerRefused)
+	n.mux = newMux(ln, hostAddr(adv), cfg.Dial, cfg.PeerTLS, n.newPeerAuth(), n.serveRPC, n.log, n.metrics.peerRefused)
 	return nil
 }
 

@@ -191,9 +191,12 @@ type proposer struct {
 	refuse func(size int) error
 	// codec is the log format entries are written in now.
 	codec func() byte
+	// budget is the memory limit a batch written in log format v is
+	// admitted against and stamped with (memlimit.go).
+	budget func(v byte) memBudget
 	// admit reserves memory for what a command may create or grow, or
 	// refuses it; release returns a reservation once the command resolved.
-	admit   func(*proposal) error
+	admit   func(*proposal, memBudget) error
 	release func(bytes int64)
 	// now is the leader's clock, stamped into every command of an entry.
 	now func() time.Time
@@ -216,7 +219,8 @@ func newProposer(r raftAPI, timeout time.Duration, stop <-chan struct{}) *propos
 		done:     make(chan struct{}),
 		refuse:   func(int) error { return nil },
 		codec:    func() byte { return fsm.CodecVersion },
-		admit:    func(*proposal) error { return nil },
+		budget:   func(v byte) memBudget { return memBudget{v: v} },
+		admit:    func(*proposal, memBudget) error { return nil },
 		release:  func(int64) {},
 		now:      time.Now,
 		await:    func(f raft.Future) error { return f.Error() },
@@ -229,6 +233,11 @@ func (g *group) newProposer() *proposer {
 	p := newProposer(g.raft, g.n.cfg.ApplyTimeout, g.stop)
 	p.refuse = g.refuseWrites
 	p.codec = g.entryCodec
+	p.budget = func(v byte) memBudget {
+		mb := memBudget{v: v}
+		mb.limit, mb.who = g.memLimit()
+		return mb
+	}
 	p.admit = g.admit
 	p.release = func(b int64) { g.reserved.Add(-b) }
 	p.now = g.n.now
@@ -358,15 +367,17 @@ func (p *proposer) propose(batch []proposal) {
 	props := make([]proposal, 0, len(batch))
 	cmds := make([]*fsm.Command, 0, len(batch))
 	v := p.codec()
+	mb := p.budget(v)
 	for _, q := range batch {
 		if need := fsm.MinCodec(q.cmd); need > v {
 			q.fut.Resolve(nil, needsUpgrade(need, v))
 			continue
 		}
-		if err := p.admit(&q); err != nil {
+		if err := p.admit(&q, mb); err != nil {
 			q.fut.Resolve(nil, err)
 			continue
 		}
+		mb.stamp(q.cmd)
 		q.cmd.Time = now
 		props = append(props, q)
 		cmds = append(cmds, q.cmd)
@@ -415,10 +426,10 @@ func ackAtProposal(props []proposal) []proposal {
 	return out
 }
 
-// admit refuses a filter that would take the node past its memory limit, before
-// it reaches the log.
-func (g *group) admit(p *proposal) error {
-	if g.n.cfg.MaxMemory == 0 {
+// admit refuses a filter that would take a replica past its memory limit (the
+// smallest of the group's servers', memlimit.go), before it reaches the log.
+func (g *group) admit(p *proposal, mb memBudget) error {
+	if mb.limit == 0 {
 		return nil
 	}
 	need := g.fsm.NeedBytes(p.cmd)
@@ -426,9 +437,8 @@ func (g *group) admit(p *proposal) error {
 		return nil
 	}
 	used := g.fsm.MemoryBytes() + uint64(g.reserved.Load())
-	if used+need > g.n.cfg.MaxMemory {
-		return fmt.Errorf("%w: %d more bytes of filters would take the node past its limit of %d bytes (%d in use)",
-			ErrTooLarge, need, g.n.cfg.MaxMemory, used)
+	if used+need > mb.limit {
+		return mb.admitErr(need, used)
 	}
 	g.reserved.Add(int64(need))
 	p.reserved = int64(need)

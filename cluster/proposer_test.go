@@ -159,7 +159,7 @@ func TestProposerRefusals(t *testing.T) {
 	var mu sync.Mutex
 	h := newProposerHarness(t, func(p *proposer) {
 		p.codec = func() byte { return fsm.CodecV4 }
-		p.admit = func(q *proposal) error {
+		p.admit = func(q *proposal, _ memBudget) error {
 			if q.cmd.Key == "big" {
 				return fmt.Errorf("%w: too big", ErrTooLarge)
 			}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -35,8 +36,10 @@ type peerStatus struct {
 	Bytes   uint64 `json:"bytes,omitempty"`
 }
 
-// serveRPC answers one peer connection until it closes.
-func (n *Node) serveRPC(c net.Conn) {
+// serveRPC answers one peer connection until it closes. peer is the node id
+// the peer's certificate names ("" without TLS): a request that names its
+// sender as another node closes the connection unanswered.
+func (n *Node) serveRPC(c net.Conn, peer string) {
 	defer c.Close()
 	// The Raft port listens before Raft starts (a recovered node first leaves
 	// the configuration, see rejoin.go); requests wait for it.
@@ -100,6 +103,12 @@ func (n *Node) serveRPC(c net.Conn) {
 				continue
 			}
 			op, body = inner, rest
+		}
+		if op == opRemove && peer != "" && string(body) != peer {
+			// A node asks to remove itself, never another (reconcile.go,
+			// rejoin.go), from group 0 or from a shard.
+			n.refuseRPC(c, peer, "asked to remove "+strconv.Quote(string(body)))
+			return
 		}
 		n.handle(ctx, g, &wg, op, body, reply)
 	}

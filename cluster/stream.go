@@ -28,8 +28,9 @@ const (
 )
 
 // preambleTimeout bounds how long an accepted connection may take to complete
-// its handshake and name itself.
-const preambleTimeout = 5 * time.Second
+// its handshake and name itself (a few round trips); meanwhile it holds one of
+// a capped number of pending slots (connlimit.go).
+const preambleTimeout = 3 * time.Second
 
 // refusedLogEvery spaces the log lines about refused connections, so a flood of
 // strangers costs a line a second, not a line each.
@@ -41,14 +42,16 @@ type mux struct {
 	ln        net.Listener
 	advertise net.Addr
 	dial      DialFunc
-	tls       *PeerTLS      // nil: plain TCP
-	raftConns chan net.Conn // group 0's
-	serveRPC  func(net.Conn)
+	tls       *PeerTLS                      // nil: plain TCP
+	auth      *peerAuth                     // who a TLS peer may be (peerauth.go)
+	raftConns chan net.Conn                 // group 0's
+	serveRPC  func(c net.Conn, peer string) // peer: the node id its certificate names ("" without TLS)
 
 	groupsMu sync.Mutex
 	groups   map[int]chan net.Conn // Raft connections of groups > 0, by group
 	log      *slog.Logger
 	refused  prometheus.Counter
+	pending  *pendingLimit
 
 	lastRefusedLog atomic.Int64 // unix nanoseconds
 	suppressed     atomic.Int64 // refusals not logged since
@@ -58,18 +61,20 @@ type mux struct {
 	wg        sync.WaitGroup
 }
 
-func newMux(ln net.Listener, advertise net.Addr, dial DialFunc, peerTLS *PeerTLS, serveRPC func(net.Conn),
-	log *slog.Logger, refused prometheus.Counter) *mux {
+func newMux(ln net.Listener, advertise net.Addr, dial DialFunc, peerTLS *PeerTLS, auth *peerAuth,
+	serveRPC func(net.Conn, string), log *slog.Logger, refused prometheus.Counter) *mux {
 	m := &mux{
 		ln:        ln,
 		advertise: advertise,
 		dial:      dial,
 		tls:       peerTLS,
+		auth:      auth,
 		raftConns: make(chan net.Conn),
 		groups:    make(map[int]chan net.Conn),
 		serveRPC:  serveRPC,
 		log:       log,
 		refused:   refused,
+		pending:   newPendingLimit(maxPending, maxPendingPerIP),
 		closed:    make(chan struct{}),
 	}
 	m.wg.Add(1)
@@ -94,33 +99,63 @@ func (m *mux) acceptLoop() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
+		release, ok := m.pending.take(c.RemoteAddr())
+		if !ok {
+			m.refuse(c, "too many connections in their handshake", nil)
+			continue
+		}
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			m.route(c)
+			m.route(c, release)
 		}()
 	}
 }
 
 // route authenticates a connection (with peer TLS), reads the byte that names
 // its stream and hands it on. Nothing else is read from a connection whose
-// handshake failed.
-func (m *mux) route(c net.Conn) {
+// handshake failed or whose certificate names no node (peerauth.go); a Raft
+// connection is read through a guard that lets the peer speak only as the node
+// its certificate names (raftguard.go).
+func (m *mux) route(c net.Conn, release func()) {
+	defer release()
 	_ = c.SetDeadline(time.Now().Add(preambleTimeout))
+	var peer string
 	if m.tls != nil {
 		tc := tls.Server(c, m.tls.Server)
 		if err := tc.Handshake(); err != nil {
 			m.refuse(c, "tls handshake", err)
 			return
 		}
-		c = tc
+		id, err := m.auth.identify(tc.ConnectionState())
+		if err != nil {
+			m.refuse(tc, "certificate", err)
+			return
+		}
+		c, peer = tc, id
 	}
 	var b [1]byte
 	if _, err := c.Read(b[:]); err != nil {
 		m.refuse(c, "read stream", err)
 		return
 	}
+	gid := 0
+	if b[0] == streamGroup {
+		// Read under the preamble's deadline, as the stream byte is.
+		id, err := readGroupID(c)
+		if err != nil {
+			m.refuse(c, "group id", err)
+			return
+		}
+		gid = id
+	}
 	_ = c.SetDeadline(time.Time{})
+	release() // it has proven itself: its slot goes to the next
+	if peer != "" && (b[0] == streamRaft || b[0] == streamGroup) {
+		// Every group's Raft traffic is guarded alike: a shard's as group 0's.
+		tc := c
+		c = newRaftGuard(tc, peer, func(err error) { m.refuse(tc, "raft request", err) })
+	}
 	switch b[0] {
 	case streamRaft:
 		select {
@@ -129,14 +164,9 @@ func (m *mux) route(c net.Conn) {
 			c.Close()
 		}
 	case streamRPC:
-		m.serveRPC(c)
+		m.serveRPC(c, peer)
 	case streamGroup:
-		id, err := readGroupID(c)
-		if err != nil {
-			m.refuse(c, "group id", err)
-			return
-		}
-		ch := m.groupConns(id)
+		ch := m.groupConns(gid)
 		if ch == nil {
 			// Not (or no longer) a group of this node: the peer's map is
 			// ahead of or behind this node's; it dials again.
@@ -243,6 +273,10 @@ func (m *mux) dialGroupStream(ctx context.Context, addr string, kind byte, group
 		if err := tc.HandshakeContext(ctx); err != nil {
 			c.Close()
 			return nil, err
+		}
+		if _, err := m.auth.identify(tc.ConnectionState()); err != nil {
+			tc.Close()
+			return nil, fmt.Errorf("the node at %s: %w", addr, err)
 		}
 		c = tc
 	}

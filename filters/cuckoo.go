@@ -72,6 +72,7 @@ type Cuckoo struct {
 	deleted    uint64 // successful deletes
 
 	loadable
+	growable
 }
 
 // cuckooShape is a validated CuckooConfig with defaults applied.
@@ -182,6 +183,9 @@ func (c *Cuckoo) AddDigest(d Digest) error {
 	shift, err := c.nextShift()
 	if err != nil {
 		return err
+	}
+	if !c.take(cuckooTableOverhead + pagedBytes(cuckooTableWords(c.subs[0].m<<shift, c.bucketSize, c.fpBits))) {
+		return ErrGrowthBudget
 	}
 	c.subs = append(c.subs, newCuckooTable(c.subs[0].m, shift, c.bucketSize, c.fpBits))
 	// An empty table has room in either bucket.

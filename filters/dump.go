@@ -194,6 +194,23 @@ type chunkLoader interface {
 	chunkLoaded()
 }
 
+// CheckBigChunk reports what LoadChunk answers a chunk of n bytes, checksum
+// included, that is larger than any chunk DumpChunk makes (DumpChunkBytes and
+// its checksum): it is always refused, and this says how without the bytes.
+func CheckBigChunk(f Filter, iter int64, n int) error {
+	if f.tracker().ld != nil {
+		return ErrBadChunk
+	}
+	paylen, body := payloadBytes(f.payload()), int64(n)-4
+	switch off := iter - 1 - body; {
+	case body > 0 && off >= paylen:
+		return ErrChunkOutside
+	case body > 0 && off >= 0 && body > paylen-off:
+		return ErrChunkTooBig
+	}
+	return fmt.Errorf("%w: the filter is not being loaded", ErrBadChunk)
+}
+
 // LoadChunk writes one payload chunk, as DumpChunk produced it with iterator iter,
 // into f, which LoadHeader created and which is still being loaded. It checks the
 // chunk's place (ErrBadPosition) and checksum, the values it holds, and, if it is

@@ -26,6 +26,11 @@ import (
 //
 // The last page is only as long as its array needs, so a small filter does not
 // pay for a whole page.
+//
+// A new array's pages are all one shared page of zeros, owned by no array, so
+// each is allocated by its first write (the copy-on-write path): memory follows
+// what is written. MemoryBytes still counts every page, so what a filter may
+// allocate is what the state machine counted, never more.
 
 const (
 	// pageShift is log2 of pageWords. A page is 4 KiB: with random writes a
@@ -61,6 +66,12 @@ type page struct {
 // epochs hands out the epochs forks take; 0 is every new array's.
 var epochs atomic.Uint64
 
+// zeroPage is every page no write has reached yet: never written, since its
+// owner, noOwner, is no array's epoch (epochs never gets there).
+var zeroPage [pageWords]uint64
+
+const noOwner = ^uint64(0)
+
 // pageBytes is what a page costs besides its words: its entry in the page
 // table.
 const pageBytes = 32
@@ -72,11 +83,12 @@ func pageCount(n uint64) uint64 { return (n + pageMask) >> pageShift }
 // table (0.8% of the words for a large array, 32 bytes for a small one).
 func pagedBytes(n uint64) uint64 { return n*8 + pageCount(n)*pageBytes }
 
-// newPaged returns an array of n zero words.
+// newPaged returns an array of n zero words. Its pages are the shared zero
+// page until written.
 func newPaged(n uint64) paged {
 	a := paged{pages: make([]page, pageCount(n))}
 	for p := range a.pages {
-		a.pages[p] = page{w: make([]uint64, min(pageWords, n-uint64(p)*pageWords))}
+		a.pages[p] = page{w: zeroPage[:min(pageWords, n-uint64(p)*pageWords)], owner: noOwner}
 	}
 	return a
 }

@@ -37,6 +37,7 @@ type RBChain struct {
 	growth  uint32   // expansion factor
 
 	loadable
+	growable
 }
 
 // rbLink is one Bloom filter of a chain, with every field of its dump header.
@@ -235,6 +236,9 @@ func (c *RBChain) Add(item []byte) (bool, error) {
 		s, err := c.next()
 		if err != nil {
 			return false, err
+		}
+		if !c.take(s.memoryBytes()) {
+			return false, ErrGrowthBudget
 		}
 		c.links = append(c.links, s.link())
 		cur = &c.links[len(c.links)-1]

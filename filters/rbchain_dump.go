@@ -113,22 +113,39 @@ func (c *RBChain) linkAt(iter int64) (*rbLink, uint64) {
 // without changing anything. Nothing ties a link's bits to its counters, so
 // any bytes are taken.
 func (c *RBChain) LoadChunk(iter int64, data []byte) error {
-	if c.ld != nil {
-		return fmt.Errorf("%w: the filter is being loaded from a Rookery dump", ErrRBBadData)
-	}
-	n := uint64(len(data))
-	if iter <= 0 || uint64(iter) < n {
-		return fmt.Errorf("%w: cursor %d for a chunk of %d bytes", ErrRBBadData, iter, n)
-	}
-	l, off := c.linkAt(iter - int64(n))
-	if l == nil {
-		return ErrRBNoLink
-	}
-	if n > l.bytes-off {
-		return ErrRBTooBig
+	l, off, err := c.chunkPlace(iter, uint64(len(data)))
+	if err != nil {
+		return err
 	}
 	l.writeBytes(off, data)
 	return nil
+}
+
+// CheckChunk reports what LoadChunk would say of a chunk of n bytes with
+// cursor iter, changing nothing: a chunk loaded in pieces is checked whole
+// first.
+func (c *RBChain) CheckChunk(iter int64, n uint64) error {
+	_, _, err := c.chunkPlace(iter, n)
+	return err
+}
+
+// chunkPlace is where a chunk of n bytes with cursor iter goes, or why it
+// goes nowhere.
+func (c *RBChain) chunkPlace(iter int64, n uint64) (*rbLink, uint64, error) {
+	if c.ld != nil {
+		return nil, 0, fmt.Errorf("%w: the filter is being loaded from a Rookery dump", ErrRBBadData)
+	}
+	if iter <= 0 || uint64(iter) < n {
+		return nil, 0, fmt.Errorf("%w: cursor %d for a chunk of %d bytes", ErrRBBadData, iter, n)
+	}
+	l, off := c.linkAt(iter - int64(n))
+	if l == nil {
+		return nil, 0, ErrRBNoLink
+	}
+	if n > l.bytes-off {
+		return nil, 0, ErrRBTooBig
+	}
+	return l, off, nil
 }
 
 // readBytes copies the link's bytes from off into dst; they lie inside the link.

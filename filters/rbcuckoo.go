@@ -40,6 +40,7 @@ type RBCuckoo struct {
 	deletes    uint64   // RedisBloom's numDeletes: deletes since the last compaction
 
 	loadable
+	growable
 }
 
 // Limits of an RBCuckoo. RedisBloom's are its configuration ranges (cf-bucket-size,
@@ -275,6 +276,9 @@ func (c *RBCuckoo) grow() error {
 	nb, ok := c.nextSub()
 	if !ok {
 		return ErrRBCuckooGrow
+	}
+	if !c.take(rbcSubOverhead + pagedBytes(rbcWords(nb*c.bucketSize))) {
+		return ErrGrowthBudget
 	}
 	c.subs = append(c.subs, newRBCSub(nb, c.bucketSize))
 	return nil

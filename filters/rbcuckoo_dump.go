@@ -244,9 +244,26 @@ func NewRBCuckooFromHeader(data []byte) (*RBCuckoo, error) {
 // A filter being loaded from this package's own dump format (Loading) takes no
 // RedisBloom chunk: ErrRBCuckooChunk.
 func (c *RBCuckoo) LoadChunk(pos int64, data []byte) error {
-	n := uint64(len(data))
+	s, off, err := c.chunkPlace(pos, uint64(len(data)))
+	if err != nil {
+		return err
+	}
+	s.write(off, data)
+	return nil
+}
+
+// CheckChunk reports what LoadChunk would say of a chunk of n bytes at pos,
+// changing nothing: a chunk loaded in pieces is checked whole first.
+func (c *RBCuckoo) CheckChunk(pos int64, n uint64) error {
+	_, _, err := c.chunkPlace(pos, n)
+	return err
+}
+
+// chunkPlace is the sub-filter and offset a chunk of n bytes at pos goes to,
+// or ErrRBCuckooChunk.
+func (c *RBCuckoo) chunkPlace(pos int64, n uint64) (*rbcSub, uint64, error) {
 	if c.ld != nil || n == 0 || pos <= 0 || uint64(pos-1) < n {
-		return ErrRBCuckooChunk
+		return nil, 0, ErrRBCuckooChunk
 	}
 	off := uint64(pos-1) - n
 	s := &c.subs[len(c.subs)-1]
@@ -258,8 +275,7 @@ func (c *RBCuckoo) LoadChunk(pos int64, data []byte) error {
 		off -= c.subs[i].size
 	}
 	if off+n > s.size {
-		return ErrRBCuckooChunk
+		return nil, 0, ErrRBCuckooChunk
 	}
-	s.write(off, data)
-	return nil
+	return s, off, nil
 }

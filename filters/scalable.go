@@ -26,6 +26,7 @@ type Scalable struct {
 	nonScaling bool
 
 	loadable
+	growable
 }
 
 const (
@@ -110,6 +111,9 @@ func (s *Scalable) AddDigest(d Digest) (bool, error) {
 		capacity, rate, err := s.next()
 		if err != nil {
 			return false, err
+		}
+		if n, err := BloomBytes(capacity, rate); err == nil && !s.take(n) {
+			return false, ErrGrowthBudget
 		}
 		if cur, err = NewBloom(capacity, rate); err != nil {
 			return false, fmt.Errorf("%w: next sub-filter: %v", ErrFull, err)

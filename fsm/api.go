@@ -36,13 +36,15 @@ const (
 //	5  as 4, with ops EXPIRE, PERSIST and EXPIRE_TICK, the expire field and
 //	   the max filters field (a cuckoo add's cf-max-expansions)
 //	6  as 5, with the window field: a spec of a windowed filter
-//	7  as 6, with op SET_MAP (the cluster map, docs/SHARDING.md)
+//	7  as 6, with the memory limit field (the cluster's smallest
+//	   --max-memory, which creating and growing filters may not pass)
+//	8  as 7, with op SET_MAP (the cluster map, docs/SHARDING.md)
 //
 // The version is also the "log format" a node advertises: the highest it can
 // apply. A leader writes the highest version every member can read (cluster
 // negotiates it over gossip), so a rolling upgrade never hands an old node an
 // entry it cannot apply.
-const CodecVersion = CodecV7
+const CodecVersion = CodecV8
 
 // Entry codec versions.
 const (
@@ -52,7 +54,8 @@ const (
 	CodecV4 = 4 // ops RENAME, FLUSH and COMPACT
 	CodecV5 = 5 // expiry: ops EXPIRE, PERSIST and EXPIRE_TICK; field max filters
 	CodecV6 = 6 // windowed filters: field window
-	CodecV7 = 7 // shards: op SET_MAP
+	CodecV7 = 7 // field memory limit
+	CodecV8 = 8 // shards: op SET_MAP
 )
 
 // Op is what a Command does.
@@ -73,27 +76,31 @@ const (
 	OpExpire     Op = 9  // EXPIRE family: give Key a deadline (Expire, ExpireAt, ExpireIf): Ints[0] = 1 set, 0 not
 	OpPersist    Op = 10 // PERSIST Key: drop its deadline: Ints[0] = 1 dropped, 0 none or no key
 	OpExpireTick Op = 11 // nothing but its Time: the leader's clock passed a deadline
-	// Log format 7 on (clustermap.go).
+	// Log format 8 on (clustermap.go).
 	OpSetMap Op = 12 // the cluster map Data (EncodeMap) replaces the one held, if its version is one more
 )
 
 // MinCodec is the lowest log format that can carry c: a leader proposes c only
 // once every member reads it.
 func MinCodec(c *Command) byte {
-	if c.Spec.Window != 0 || c.Spec.Last != 0 || IsWindowed(c.Spec.Kind) {
-		return CodecV6
-	}
+	v := opCodec(c.Op)
 	if c.MaxFilters != 0 {
-		return CodecV5
+		v = max(v, CodecV5)
 	}
-	return opCodec(c.Op)
+	if c.Spec.Window != 0 || c.Spec.Last != 0 || IsWindowed(c.Spec.Kind) {
+		v = max(v, CodecV6)
+	}
+	if c.MemLimit != 0 {
+		v = max(v, CodecV7)
+	}
+	return v
 }
 
 // opCodec is the log format that introduced op.
 func opCodec(op Op) byte {
 	switch {
 	case op >= OpSetMap:
-		return CodecV7
+		return CodecV8
 	case op >= OpExpire:
 		return CodecV5
 	case op >= OpRename:
@@ -180,7 +187,13 @@ type Command struct {
 	// every replica refuses the same adds. 0 leaves the filters' own limit
 	// (filters.MaxCuckooFilters); log format 5 on (MinCodec).
 	MaxFilters uint32
-	Session    Session
+	// MemLimit is the most bytes all filters together may take once the
+	// command applies: the leader's view of the smallest --max-memory among
+	// the servers, carried in the command so that every replica refuses the
+	// same creation or growth (ErrOutOfMemory) at the same index. 0 is no
+	// limit; log format 6 on (MinCodec).
+	MemLimit uint64
+	Session  Session
 	// Time is the leader's clock (Unix nanoseconds) when it proposed the command.
 	// Sessions and keys expire by it (the largest seen is the log's clock),
 	// never by a replica's own clock.
@@ -222,6 +235,11 @@ var (
 	// ErrCannotGrow answers a Bloom add that needed a new sub-filter the
 	// filter could not make (its limits, or an overflow).
 	ErrCannotGrow = errors.New("problem inserting into filter")
+	// ErrOutOfMemory answers a command that would create or grow a filter
+	// past its MemLimit: it changes nothing (a multi-item add keeps the items
+	// before it, and a cuckoo insert of several items answers -1 for each
+	// that needed the growth, as RedisBloom does when it cannot allocate).
+	ErrOutOfMemory = errors.New("the filters would take more memory than the smallest --max-memory among the servers")
 	// ErrStaleMap answers an OpSetMap whose version is not one more than the
 	// map held: another controller changed it first.
 	ErrStaleMap = errors.New("the cluster map changed meanwhile")

@@ -42,6 +42,7 @@ import (
 //	16 expire (format 5, OpExpire)          conditions byte (ExpireCond in bits
 //	                                        0-3, bit 4 set when ExpireAt),
 //	                                        varint Expire
+//	17 memory limit (format 6, any op)      uvarint MemLimit, above 0
 //
 // Fields are how a command grows without a new layout: a field's key is its tag
 // shifted left by one, the low bit set when a node must understand the field to
@@ -106,6 +107,7 @@ const (
 	tagMaxFilters = 1  // Command.MaxFilters (log format 5)
 	tagWindow     = 2  // Spec.Window and Spec.Last (log format 6)
 	tagExpire     = 16 // OpExpire's deadline and conditions (log format 5)
+	tagMemLimit   = 17 // Command.MemLimit (log format 7)
 
 	expireAbsolute = 1 << 4 // the expire field's bit for ExpireAt
 )
@@ -118,36 +120,62 @@ func knownField(tag uint64, max byte) bool {
 		return max >= CodecV5
 	case tagWindow:
 		return max >= CodecV6
+	case tagMemLimit:
+		return max >= CodecV7
 	}
 	return false
 }
 
+// ownFields is room for a command's own fields and their values, so that
+// encoding the usual command allocates nothing for them.
+type ownFields struct {
+	fs  [4]field
+	buf [4 * (2*binary.MaxVarintLen64 + 1)]byte
+}
+
 // commandFields returns the fields c's own values travel in merged with
 // extra (tests write fields this build does not know with it), tags
-// ascending.
-func commandFields(c *Command, extra []field) []field {
+// ascending, held in own unless extra needs more room.
+func commandFields(c *Command, extra []field, own *ownFields) []field {
 	window := c.Spec.Window != 0 || c.Spec.Last != 0
-	if c.Op != OpExpire && c.MaxFilters == 0 && !window {
+	if c.Op != OpExpire && c.MaxFilters == 0 && c.MemLimit == 0 && !window {
 		return extra
 	}
-	var fs []field
+	fs, buf := own.fs[:0], own.buf[:0]
+	put := func(tag uint64, val []byte) {
+		fs = append(fs, field{tag: tag, must: true, val: val})
+	}
 	if c.MaxFilters != 0 {
-		fs = append(fs, field{tag: tagMaxFilters, must: true, val: binary.AppendUvarint(nil, uint64(c.MaxFilters))})
+		at := len(buf)
+		buf = binary.AppendUvarint(buf, uint64(c.MaxFilters))
+		put(tagMaxFilters, buf[at:len(buf):len(buf)])
 	}
 	if window {
-		val := binary.AppendUvarint(nil, uint64(c.Spec.Window))
-		fs = append(fs, field{tag: tagWindow, must: true, val: binary.AppendUvarint(val, c.Spec.Last)})
+		at := len(buf)
+		buf = binary.AppendUvarint(buf, uint64(c.Spec.Window))
+		buf = binary.AppendUvarint(buf, c.Spec.Last)
+		put(tagWindow, buf[at:len(buf):len(buf)])
 	}
 	if c.Op == OpExpire {
 		cond := byte(c.ExpireIf)
 		if c.ExpireAt {
 			cond |= expireAbsolute
 		}
-		fs = append(fs, field{tag: tagExpire, must: true, val: binary.AppendVarint([]byte{cond}, c.Expire)})
+		at := len(buf)
+		buf = binary.AppendVarint(append(buf, cond), c.Expire)
+		put(tagExpire, buf[at:len(buf):len(buf)])
 	}
-	own := len(fs)
+	if c.MemLimit != 0 {
+		at := len(buf)
+		buf = binary.AppendUvarint(buf, c.MemLimit)
+		put(tagMemLimit, buf[at:len(buf):len(buf)])
+	}
+	if len(extra) == 0 {
+		return fs // already in tag order
+	}
+	n := len(fs)
 	for _, f := range extra {
-		if slices.ContainsFunc(fs[:own], func(o field) bool { return o.tag == f.tag }) {
+		if slices.ContainsFunc(fs[:n], func(o field) bool { return o.tag == f.tag }) {
 			continue // the command's own value wins
 		}
 		fs = append(fs, f)
@@ -188,7 +216,8 @@ func EncodeCommandVersion(c *Command, v byte) []byte { return encodeCommandField
 // encodeCommandFields encodes c with fields (version 3 on; tests use it to
 // write fields this build does not know).
 func encodeCommandFields(c *Command, v byte, extra []field) []byte {
-	fields := commandFields(c, extra)
+	var own ownFields
+	fields := commandFields(c, extra, &own)
 	b := make([]byte, 0, 2+commandSize(c, v, fields)+entryTrailer)
 	b = append(b, byte(TypeCommand), v)
 	return sealEntry(appendCommand(b, c, v, fields))
@@ -197,14 +226,15 @@ func encodeCommandFields(c *Command, v byte, extra []field) []byte {
 // EncodeBatchVersion returns cs as one TypeBatch log entry of codec version v.
 func EncodeBatchVersion(cs []*Command, v byte) []byte {
 	size := 2 + binary.MaxVarintLen64 + entryTrailer
+	var own ownFields
 	for _, c := range cs {
-		size += binary.MaxVarintLen64 + commandSize(c, v, commandFields(c, nil))
+		size += binary.MaxVarintLen64 + commandSize(c, v, commandFields(c, nil, &own))
 	}
 	b := make([]byte, 0, size)
 	b = append(b, byte(TypeBatch), v)
 	b = binary.AppendUvarint(b, uint64(len(cs)))
 	for _, c := range cs {
-		fields := commandFields(c, nil)
+		fields := commandFields(c, nil, &own)
 		n := commandSize(c, v, fields)
 		b = binary.AppendUvarint(b, uint64(n))
 		at := len(b)
@@ -578,6 +608,8 @@ func (d *decoder) fields(c *Command) (expire bool) {
 				d.maxFiltersField(c, key&fieldMust != 0, val)
 			case tagWindow:
 				d.windowField(c, key&fieldMust != 0, val)
+			case tagMemLimit:
+				d.memLimitField(c, key&fieldMust != 0, val)
 			}
 			continue
 		}
@@ -629,6 +661,16 @@ func (d *decoder) windowField(c *Command, must bool, val []byte) {
 	c.Spec.Window, c.Spec.Last = int64(window), last
 }
 
+// memLimitField decodes the memory limit field's value into c.
+func (d *decoder) memLimitField(c *Command, must bool, val []byte) {
+	v, n := binary.Uvarint(val)
+	if !must || n != len(val) || v == 0 {
+		d.Fail("bad memory limit field")
+		return
+	}
+	c.MemLimit = v
+}
+
 // Result encoding (a forwarded write's reply): error code, flags, uvarint count,
 // zig-zag varints.
 
@@ -636,7 +678,8 @@ func (d *decoder) windowField(c *Command, must bool, val []byte) {
 var resultErrs = []error{
 	nil, ErrNotFound, ErrExists, ErrWrongType, ErrFull, ErrMaxExpansions,
 	ErrNonScalingFull, ErrBadPosition, ErrBadData, ErrBadSpec, ErrSessionExpired,
-	ErrBadExpire, ErrChunkOutside, ErrChunkTooBig, ErrBadHeader, ErrCannotGrow, ErrStaleMap,
+	ErrBadExpire, ErrChunkOutside, ErrChunkTooBig, ErrBadHeader, ErrCannotGrow,
+	ErrOutOfMemory, ErrStaleMap,
 }
 
 const resultStopped = 1 << 0

@@ -176,12 +176,12 @@ func TestCodecGoldenV5(t *testing.T) {
 // TestMinCodec: each op needs the format that introduced it.
 func TestMinCodec(t *testing.T) {
 	for op, want := range map[Op]byte{OpReserve: CodecV1, OpLoadChunk: CodecV1, OpRename: CodecV4,
-		OpCompact: CodecV4, OpExpire: CodecV5, OpPersist: CodecV5, OpExpireTick: CodecV5, OpSetMap: CodecV7} {
+		OpCompact: CodecV4, OpExpire: CodecV5, OpPersist: CodecV5, OpExpireTick: CodecV5, OpSetMap: CodecV8} {
 		if got := MinCodec(&Command{Op: op}); got != want {
 			t.Errorf("op %d: format %d, want %d", op, got, want)
 		}
 	}
-	if lastOp != OpSetMap || CodecVersion != CodecV7 {
+	if lastOp != OpSetMap || CodecVersion != CodecV8 {
 		t.Errorf("a new op needs a row here")
 	}
 }

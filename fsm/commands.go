@@ -37,12 +37,14 @@ func (f *FSM) vacant(key string, fam Family) error {
 	return ErrExists
 }
 
-// create builds the filter c.Spec describes, which must be of c's family.
+// create builds the filter c.Spec describes, which must be of c's family,
+// within c's memory limit (memlimit.go).
 func (f *FSM) create(c *Command) (filters.Filter, error) {
 	if familyOf(c.Spec.Kind) != c.Family || c.Family == FamilyNone {
 		return nil, ErrBadSpec
 	}
-	return newFilter(c.Spec)
+	est, _ := EstimateBytes(c.Spec)
+	return f.createWithin(c, est, func() (filters.Filter, error) { return newFilter(c.Spec) })
 }
 
 // install puts flt under key, replacing whatever was there. The key starts
@@ -136,6 +138,9 @@ func (f *FSM) applyAdd(c *Command) *Result {
 		// generation.
 		if w, ok := flt.(windowed); ok {
 			w.Advance(f.clockFor(w))
+		}
+		if b := f.budgetGrowth(c, flt); b != nil {
+			defer b.ClearGrowthBudget()
 		}
 		// A batch reads ahead the memory of each window of items before
 		// adding them (filters/prefetch.go); one item gains nothing.
@@ -307,7 +312,7 @@ func (f *FSM) applyLoadChunk(c *Command) *Result {
 		if err := f.vacant(c.Key, c.Family); err != nil {
 			return &Result{Err: err}
 		}
-		flt, err := loadHeader(c.Family, c.Data)
+		flt, err := f.createWithin(c, headerBytes(c), func() (filters.Filter, error) { return loadHeader(c.Family, c.Data) })
 		if err != nil {
 			return &Result{Err: err}
 		}
@@ -330,20 +335,23 @@ func (f *FSM) applyLoadChunk(c *Command) *Result {
 		// clock (window.go).
 		defer f.age(e)
 	}
-	f.mutate(e, func(flt filters.Filter) {
-		switch err := filters.LoadChunk(flt, c.Iter, c.Data); {
-		case err == nil:
-		case errors.Is(err, filters.ErrChunkOutside):
-			r.Err = ErrChunkOutside
-		case errors.Is(err, filters.ErrChunkTooBig):
-			r.Err = ErrChunkTooBig
-		case errors.Is(err, filters.ErrBadPosition):
-			r.Err = ErrBadPosition
-		default:
-			r.Err = ErrBadData
-		}
-	})
+	f.mutate(e, func(flt filters.Filter) { r.Err = ownChunkErr(filters.LoadChunk(flt, c.Iter, c.Data)) })
 	return r
+}
+
+// ownChunkErr is the outcome of a chunk of our own dump format.
+func ownChunkErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, filters.ErrChunkOutside):
+		return ErrChunkOutside
+	case errors.Is(err, filters.ErrChunkTooBig):
+		return ErrChunkTooBig
+	case errors.Is(err, filters.ErrBadPosition):
+		return ErrBadPosition
+	}
+	return ErrBadData
 }
 
 // loadHeader builds the filter the first chunk of a dump describes: one of our

@@ -62,6 +62,9 @@ var kinds = map[filters.Kind]kindDesc{
 			v := flt.(*filters.Scalable)
 			added, err := v.Add(item)
 			if err != nil {
+				if growthRefused(err) {
+					return 0, ErrOutOfMemory, true
+				}
 				if v.NonScaling() {
 					return 0, ErrNonScalingFull, true
 				}
@@ -181,6 +184,8 @@ func init() {
 			v := flt.(*filters.RBChain)
 			added, err := v.Add(item)
 			switch {
+			case growthRefused(err):
+				return 0, ErrOutOfMemory, true
 			case errors.Is(err, filters.ErrFull):
 				return 0, ErrNonScalingFull, true
 			case err != nil:
@@ -283,8 +288,10 @@ type cuckooAdder interface {
 }
 
 // addCuckoo adds a copy of item, or with nx only if it may not be there, to
-// either cuckoo layout. A full filter fails the item alone in a multi-item
-// command (answering -1 for it), as RedisBloom's CF.INSERT does; a single add
+// either cuckoo layout. A full filter, or one whose growth the memory limit
+// refuses, fails the item alone in a multi-item command (answering -1 for it),
+// as RedisBloom's CF.INSERT does when it has no room or cannot allocate; a
+// single add answers ErrOutOfMemory for the latter, and for the former
 // answers "Filter is full", or, for our layout at its limit of sub-filters,
 // "Maximum expansions reached" (RedisBloom's own layout reaches its limit only
 // within a multi-item command).
@@ -299,6 +306,9 @@ func addCuckoo(flt filters.Filter, item []byte, nx, multi bool) (int64, error, b
 	if err != nil {
 		if multi {
 			return -1, nil, false
+		}
+		if growthRefused(err) {
+			return 0, ErrOutOfMemory, false // RedisBloom: "ERR Insufficient memory"
 		}
 		if flt.Kind() == filters.KindCuckoo && v.Filters() >= filters.MaxCuckooFilters {
 			return 0, ErrMaxExpansions, false

@@ -373,3 +373,51 @@ func FuzzApplyLoadChunk(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckLoadChunk: the whole-chunk check says what LoadChunk would, for
+// both of RedisBloom's layouts, and changes nothing.
+func TestCheckLoadChunk(t *testing.T) {
+	h := newHarness(t)
+	f := h.f
+	h.ok(reserve(FamilyBF, "bf", Spec{Kind: filters.KindRBChain, Capacity: 1000, ErrorRate: 0.01, Expansion: 2}))
+	h.ok(reserve(FamilyCF, "cf", Spec{Kind: filters.KindRBCuckoo, Capacity: 1000, BucketSize: 2, MaxIterations: 20, Expansion: 1}))
+	before, _ := f.Info(FamilyBF, "bf")
+	cases := []struct {
+		fam  Family
+		key  string
+		iter int64
+		n    int
+		want error
+	}{
+		{FamilyBF, "bf", 101, 100, nil},
+		{FamilyBF, "bf", 100, 200, ErrBadData},               // the cursor before the chunk's start
+		{FamilyBF, "bf", 1 << 40, 10, ErrChunkOutside},       // no link there
+		{FamilyBF, "bf", 1 << 20, 1<<20 - 1, ErrChunkTooBig}, // runs past the link
+		{FamilyCF, "cf", 101, 99, nil},
+		{FamilyCF, "cf", 1 << 30, 1<<30 - 2, ErrBadData},
+		{FamilyBF, "nope", 2, 1, ErrNotFound},
+		{FamilyCF, "bf", 2, 1, ErrWrongType},
+	}
+	for i, c := range cases {
+		err := f.CheckLoadChunk(&Command{Op: OpLoadChunk, Family: c.fam, Key: c.key, Iter: c.iter, Data: make([]byte, c.n)})
+		if !errors.Is(err, c.want) && !(err == nil && c.want == nil) {
+			t.Errorf("case %d: %v, want %v", i, err, c.want)
+		}
+	}
+	if after, _ := f.Info(FamilyBF, "bf"); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatal("a check changed the filter")
+	}
+	// Our own layout takes no chunk this big: the check says what applying it does.
+	h.ok(reserve(FamilyBF, "own", bfSpec(100_000, 0.01, 2)))
+	n := filters.DumpChunkBytes + 100
+	for _, iter := range []int64{int64(n) + 1, 1 << 40, 5, int64(n) + 100} {
+		c := &Command{Op: OpLoadChunk, Family: FamilyBF, Key: "own", Iter: iter, Data: make([]byte, n)}
+		checked := f.CheckLoadChunk(c)
+		if checked == nil {
+			t.Fatalf("iter %d: a chunk of %d bytes passed the check", iter, n)
+		}
+		if r := h.apply(c); !errors.Is(r.Err, checked) {
+			t.Fatalf("iter %d: checked %v, applied %v", iter, checked, r.Err)
+		}
+	}
+}

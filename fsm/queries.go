@@ -117,6 +117,29 @@ var (
 	_ rbDumper = (*filters.RBCuckoo)(nil)
 )
 
+// CheckLoadChunk reports the refusal applying c, a LOADCHUNK of a chunk into
+// an existing filter of one of RedisBloom's layouts, would meet now, or nil.
+// A chunk too big for one log entry is logged in pieces, each applied on its
+// own; the node checks the whole chunk first, so that a chunk RedisBloom would
+// refuse is not written in part.
+func (f *FSM) CheckLoadChunk(c *Command) error {
+	var err error
+	rerr := f.read(c.Family, c.Key, func(flt filters.Filter) {
+		if ck, ok := flt.(interface{ CheckChunk(int64, uint64) error }); ok {
+			err = rbChunkErr(ck.CheckChunk(c.Iter, uint64(len(c.Data))))
+			return
+		}
+		if len(c.Data) > filters.DumpChunkBytes+4 {
+			// No chunk of our own format is this big: LoadChunk refuses it.
+			err = ownChunkErr(filters.CheckBigChunk(flt, c.Iter, len(c.Data)))
+		}
+	})
+	if rerr != nil {
+		return rerr
+	}
+	return err
+}
+
 // KindOf reports the kind of key's filter and whether it exists.
 func (f *FSM) KindOf(key string) (filters.Kind, bool) {
 	e := f.reg.get(key)
@@ -210,26 +233,28 @@ func (f *FSM) NeedBytes(c *Command) uint64 {
 		if c.Iter != 1 {
 			return 0
 		}
-		switch {
-		case filters.IsDumpHeader(c.Data):
-			h, err := filters.ParseDumpHeader(c.Data)
-			if err != nil {
-				return 0
-			}
-			return h.PayloadBytes
-		case c.Family == FamilyBF:
-			n, err := filters.ParseRBChainHeader(c.Data)
-			if err != nil {
-				return 0
-			}
-			return n
-		case c.Family == FamilyCF:
-			n, err := filters.ParseRBCuckooHeader(c.Data)
-			if err != nil {
-				return 0
-			}
-			return n
-		}
+		return headerBytes(c)
 	}
 	return 0
+}
+
+// headerBytes is what the filter a LOADCHUNK header describes is counted as,
+// from the header alone; 0 for no header or a bad one, which loading refuses.
+func headerBytes(c *Command) uint64 {
+	var n uint64
+	var err error
+	switch {
+	case filters.IsDumpHeader(c.Data):
+		var h filters.DumpHeader
+		h, err = filters.ParseDumpHeader(c.Data)
+		n = h.PayloadBytes
+	case c.Family == FamilyBF:
+		n, err = filters.ParseRBChainHeader(c.Data)
+	case c.Family == FamilyCF:
+		n, err = filters.ParseRBCuckooHeader(c.Data)
+	}
+	if err != nil {
+		return 0
+	}
+	return n
 }

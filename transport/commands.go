@@ -49,8 +49,10 @@ type session struct {
 	libName string
 	libVer  string
 	level   cluster.ReadLevel
-	quit    bool  // QUIT: reply, flush, close
-	conn    *conn // the connection, for CLIENT LIST, INFO and KILL; nil in parse-only tests
+	quit    bool // QUIT: reply, flush, close
+	// authFailures counts failed AUTHs; the connection closes at maxAuthFailures.
+	authFailures int
+	conn         *conn // the connection, for CLIENT LIST, INFO and KILL; nil in parse-only tests
 
 	// mu guards what other connections read for CLIENT LIST (name, libName,
 	// libVer, proto, authed, level): the connection's own goroutine writes
@@ -93,11 +95,13 @@ func (c *command) sub(name []byte) *command {
 	return nil
 }
 
-// maxChunkArgBytes bounds a LOADCHUNK's data: the biggest chunk a SCANDUMP
-// hands out, RedisBloom's 16 MiB (filters.RBMaxChunkBytes; ours are at most
-// filters.DumpChunkBytes and a checksum, and headers far smaller); the rest is
-// slack, so a chunk a SCANDUMP produced is never refused.
-const maxChunkArgBytes = filters.RBMaxChunkBytes + 64
+// maxChunkArgBytes bounds a LOADCHUNK's data: Redis's proto-max-bulk-len,
+// 512 MB. SCANDUMP hands out chunks of at most 16 MiB (RedisBloom's
+// filters.RBMaxChunkBytes; ours are at most filters.DumpChunkBytes and a
+// checksum), but RedisBloom's LOADCHUNK takes whatever Redis reads (its own
+// tests load 36 MB). A chunk is read within --max-request-buffer, and logged
+// in pieces (splitChunk).
+const maxChunkArgBytes = 512 << 20
 
 // loadPieceBytes is the most chunk data one LOADCHUNK puts in one log entry. A
 // chunk of one of RedisBloom's dumps may be 16 MiB; a log of entries that big

@@ -56,6 +56,20 @@ func (s *Server) authenticate(user, pass []byte) bool {
 	return subtle.ConstantTimeCompare(pass, []byte(s.cfg.RequirePass)) == 1
 }
 
+// authFailed counts a failed AUTH or HELLO AUTH of c and, at its
+// maxAuthFailures-th, closes c after this reply.
+func (s *Server) authFailed(c *session) {
+	remote := ""
+	if c.conn != nil {
+		remote = c.conn.raddr
+	}
+	s.authFails.note(faceRESP, remote)
+	c.authFailures++
+	if c.authFailures >= maxAuthFailures {
+		c.quit = true
+	}
+}
+
 // parseAuth: AUTH password / AUTH user password.
 func parseAuth(s *Server, args [][]byte) (op, error) {
 	if len(args) > 3 {
@@ -72,6 +86,7 @@ func parseAuth(s *Server, args [][]byte) (op, error) {
 	}
 	return localOp(func(c *session, w *reply) {
 		if !s.authenticate(user, pass) {
+			s.authFailed(c)
 			w.fail(errWrongPass)
 			return
 		}
@@ -110,6 +125,7 @@ func parseHello(s *Server, args [][]byte) (op, error) {
 	}
 	return localOp(func(c *session, w *reply) {
 		if user != nil && !s.authenticate(user, pass) {
+			s.authFailed(c)
 			w.fail(errWrongPass)
 			return
 		}

@@ -194,7 +194,7 @@ func FuzzReader(f *testing.F) {
 // fuzzReaderMode runs one of FuzzReader's modes.
 func fuzzReaderMode(t *testing.T, data []byte, mode int) {
 	const maxArgs, maxBulk, maxChunk = 16, 64, 512
-	lim := &readLimits{maxReq: 1024, maxArgs: maxArgs, maxBulk: maxBulk,
+	lim := &readLimits{maxReq: 1024, maxArgs: maxArgs, maxBulk: maxBulk, maxChunk: maxChunk,
 		argBytes: func(req argView, i int) int {
 			if i == 3 && string(req.arg(0)) == "big" {
 				return maxChunk
@@ -219,11 +219,20 @@ func fuzzReaderMode(t *testing.T, data []byte, mode int) {
 			t.Fatalf("%d requests in a batch before AUTH", len(batch))
 		}
 		for _, args := range batch {
+			if len(args) == 0 { // a request refused for its size and read past
+				if rd.preAuth {
+					t.Fatal("a stranger's oversized request was read past instead of refused")
+				}
+				if err := rd.takeRefusal(); !strings.HasPrefix(err.Error(), "ERR ") {
+					t.Fatalf("refusal %q", err)
+				}
+				continue
+			}
 			n := 0
 			for _, a := range args {
 				n += len(a)
 			}
-			if len(args) == 0 || len(args) > maxArgs || n > lim.maxReq+maxInlineBytes {
+			if len(args) > maxArgs || n > max(lim.maxReq, maxChunk+chunkSlack)+maxInlineBytes {
 				t.Fatalf("request over the limits: %d args, %d bytes", len(args), n)
 			}
 			if rd.preAuth && len(args) > PreAuthMaxArgs {

@@ -60,6 +60,8 @@ type httpAuth struct {
 	certs         bool
 	metricsPublic bool
 	log           *slog.Logger
+	failures      *authFailures
+	throttle      *httpThrottle
 }
 
 // newHTTPAuth wraps next with the credential rules of cfg.
@@ -71,6 +73,8 @@ func newHTTPAuth(cfg Config, next http.Handler) *httpAuth {
 		certs:         cfg.ClientCerts,
 		metricsPublic: cfg.MetricsPublic,
 		log:           cfg.Logger,
+		failures:      newAuthFailures(cfg.Registry, cfg.Logger),
+		throttle:      newHTTPThrottle(),
 	}
 }
 
@@ -94,10 +98,20 @@ func (a *httpAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, r, need, msgNeedLoopback)
 		return
 	}
-	switch a.check(r) {
+	cred, byPassword := a.check(r)
+	host := hostOf(r.RemoteAddr)
+	if byPassword && !a.throttle.wait(r.Context(), host) {
+		return // the client went away while its address was held back
+	}
+	switch cred {
 	case credValid:
+		if byPassword {
+			a.throttle.succeed(host)
+		}
 		a.next.ServeHTTP(w, r)
 	case credInvalid:
+		a.throttle.fail(host)
+		a.failures.note(faceHTTP, r.RemoteAddr)
 		a.refuse(w, r, need, msgInvalid)
 	default:
 		a.refuse(w, r, need, a.needMessage())
@@ -121,27 +135,28 @@ func (a *httpAuth) classify(r *http.Request) access {
 	return accessRead
 }
 
-// check looks at what r presents. A verified client certificate is enough on
-// its own when ClientCerts is set; otherwise the password is taken from a
-// bearer token or from basic auth (any user name: redis's is "default").
-func (a *httpAuth) check(r *http.Request) credential {
+// check looks at what r presents, and whether it was a password (an attempt
+// that may be a guess). A verified client certificate is enough on its own
+// when ClientCerts is set; otherwise the password is taken from a bearer token
+// or from basic auth (any user name: redis's is "default").
+func (a *httpAuth) check(r *http.Request) (credential, bool) {
 	if a.certs && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-		return credValid
+		return credValid, false
 	}
 	pass, ok := bearer(r.Header.Get("Authorization"))
 	if !ok {
 		_, pass, ok = r.BasicAuth()
 	}
 	if !ok {
-		return credMissing
+		return credMissing, false
 	}
 	// Comparing digests keeps the time independent of the password's length as
 	// well as its content.
 	sum := sha256.Sum256([]byte(pass))
 	if a.hasPass && subtle.ConstantTimeCompare(sum[:], a.passSum[:]) == 1 {
-		return credValid
+		return credValid, true
 	}
-	return credInvalid
+	return credInvalid, true
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header. The

@@ -14,7 +14,7 @@ import (
 // Defaults for Config fields left zero.
 const (
 	DefaultMaxItemBytes       = 64 << 10
-	DefaultMaxItemsPerCommand = 100000
+	DefaultMaxItemsPerCommand = 1000000
 	DefaultMaxCapacity        = 1 << 30 // RedisBloom's own ceiling
 	DefaultMaxClients         = 10000
 	DefaultMaxRequestBytes    = 64 << 20

@@ -162,6 +162,8 @@ func domainErr(err error) (string, bool) {
 		return "ERR received bad data", true
 	case errors.Is(err, fsm.ErrBadSpec):
 		return string(errUnknownFail), true
+	case errors.Is(err, fsm.ErrOutOfMemory):
+		return "OOM command not allowed: " + fsm.ErrOutOfMemory.Error(), true
 	case errors.Is(err, fsm.ErrSessionExpired):
 		return "ERR IDEM sequence number too old: the write may have been applied and is not applied again", true
 	}

@@ -17,6 +17,7 @@ const (
 	marksFree      = 512      // argument table entries (two per argument) held without charge
 	chargeQuantum  = 16 << 10 // argument copies a batch holds before the budget is charged
 	sliceHeader    = 24       // bytes of a []byte header: a copied argument costs this besides its data
+	bigGrowth      = 1 << 20  // a buffer this big grows straight to what its request needs
 )
 
 // protocolError is a malformed request; the connection answers
@@ -37,6 +38,8 @@ type readLimits struct {
 	maxReq  int // most bytes one request may occupy on the wire
 	maxArgs int // most arguments one request may announce
 	maxBulk int // most bytes one argument may hold, unless argBytes allows more
+	// maxChunk is the most argBytes allows any argument (0: no more than maxBulk).
+	maxChunk int
 	// argBytes, if set, is asked about an argument longer than maxBulk: the most
 	// bytes argument i (counting the command name as 0) may hold, given the
 	// arguments before it. The common path never calls it.
@@ -44,9 +47,10 @@ type readLimits struct {
 }
 
 // bufCap is the largest buffer a request can need: once it holds maxReq bytes
-// plus one header (or a whole inline line), the request is complete or refused.
+// (or a chunk argument and chunkSlack) plus one header (or a whole inline
+// line), the request is complete or refused.
 func (l *readLimits) bufCap() int {
-	return max(l.maxReq+maxHeaderBytes, maxInlineBytes+1)
+	return max(max(l.maxReq, l.maxChunk+chunkSlack)+maxHeaderBytes, maxInlineBytes+1)
 }
 
 // argView shows a limit function the arguments of the request being parsed,
@@ -84,10 +88,16 @@ type reader struct {
 	// State of the multibulk request that starts at buf[r].
 	argc  int   // arguments announced; 0 when no multibulk header has been parsed
 	pos   int   // parse position relative to r
+	need  int   // bytes from r the request needs up to the end of the bulk being read
 	marks []int // start, end of each argument parsed so far, relative to r
 
 	err   error  // a read or protocol error held back until the batch before it is served
 	nread uint64 // bytes read since the connection opened (INFO total_net_input_bytes)
+
+	// A refused request being read past, and the reasons of those handed out
+	// as refusedRequest and not yet taken (resp_reader_big.go).
+	skip     skipState
+	refusals []error
 
 	// Budget accounting (see budget.go).
 	charged int64 // for buf and marks beyond their free sizes
@@ -181,9 +191,15 @@ func (rd *reader) fill() error {
 }
 
 // grow doubles the buffer, moving the pending input to its front, if the budget
-// allows.
+// allows. Once a big bulk is arriving (the buffer has reached bigGrowth), it
+// grows at once to what the request needs up to that bulk's end: a 36 MB chunk
+// is not copied through every power of two on the way.
 func (rd *reader) grow() error {
-	size := min(2*len(rd.buf), rd.lim.bufCap())
+	size := 2 * len(rd.buf)
+	if len(rd.buf) >= bigGrowth && rd.need > size {
+		size = rd.need
+	}
+	size = min(size, rd.lim.bufCap())
 	if size <= len(rd.buf) { // cannot happen: the parser refuses such a request first
 		return protocolError(fmt.Sprintf("request larger than %d bytes", rd.lim.maxReq))
 	}
@@ -215,13 +231,20 @@ func (rd *reader) growMarks() error {
 // next parses one request from the buffer. It returns (nil, nil) for an empty
 // request, which Redis skips, and errIncomplete when more input is needed.
 func (rd *reader) next() ([][]byte, error) {
+	if rd.skip.on {
+		return rd.skipping()
+	}
 	if rd.r == rd.w {
 		return nil, errIncomplete
 	}
 	if rd.argc == 0 && rd.buf[rd.r] != '*' {
 		return rd.inline()
 	}
-	return rd.multibulk()
+	args, err := rd.multibulk()
+	if err == errSkip {
+		return rd.skipping()
+	}
+	return args, err
 }
 
 // multibulk parses "*<argc>\r\n" then argc times "$<len>\r\n<bytes>\r\n".
@@ -263,6 +286,7 @@ func (rd *reader) multibulk() ([][]byte, error) {
 		}
 		stop := end + int(n)
 		if stop+2 > len(in) {
+			rd.need = stop + 2
 			return nil, errIncomplete
 		}
 		if in[stop] != '\r' || in[stop+1] != '\n' {
@@ -276,12 +300,17 @@ func (rd *reader) multibulk() ([][]byte, error) {
 		rd.marks = append(rd.marks, end, stop)
 		rd.pos = stop + 2
 	}
+	if rd.pos >= handOffBytes {
+		args, err := rd.handOff(in, rd.marks)
+		rd.argc = 0
+		return args, err
+	}
 	args, err := rd.copyArgs(in, rd.marks)
 	if err != nil {
 		return nil, err
 	}
 	rd.r += rd.pos
-	rd.argc, rd.pos = 0, 0
+	rd.argc, rd.pos, rd.need = 0, 0, 0
 	if cap(rd.marks) > marksFree {
 		rd.marks = nil // a request of many arguments does not pin its table
 		rd.recharge(len(rd.buf), 0)
@@ -291,31 +320,34 @@ func (rd *reader) multibulk() ([][]byte, error) {
 
 // checkBulk applies the limits to a bulk string of n bytes whose header ends at
 // in[end], the next argument of the request being parsed: before
-// authentication Redis's 16 KB; for everybody the request size, and the item
-// size unless the server's argBytes allows this argument more.
+// authentication Redis's 16 KB; for everybody the item size, unless the
+// server's argBytes allows this argument more (a LOADCHUNK's chunk), and the
+// request size, which a chunk may exceed by chunkSlack. A request over a limit
+// is refused (refuse).
 func (rd *reader) checkBulk(in []byte, n int64, end int) error {
 	switch {
 	case n < 0:
 		return protocolError("invalid bulk length")
 	case rd.preAuth && n > PreAuthMaxBulkBytes:
 		return protocolError("unauthenticated bulk length")
-	case n > int64(rd.lim.maxReq)-int64(end)-2: // written so it cannot overflow
-		return protocolError(fmt.Sprintf("request larger than %d bytes", rd.lim.maxReq))
-	case n <= int64(rd.lim.maxBulk):
-		return nil
 	}
-	i := len(rd.marks) / 2
-	if rd.lim.argBytes == nil || i == 0 {
-		return protocolError(fmt.Sprintf("bulk string of %d bytes exceeds --max-item-size (%d)", n, rd.lim.maxBulk))
+	lim := rd.lim.maxBulk
+	if i := len(rd.marks) / 2; n > int64(lim) && rd.lim.argBytes != nil && i > 0 {
+		lim = rd.lim.argBytes(argView{in: in, marks: rd.marks}, i)
 	}
-	lim := rd.lim.argBytes(argView{in: in, marks: rd.marks}, i)
+	reqLim := rd.lim.maxReq
+	if lim > rd.lim.maxBulk {
+		reqLim = max(reqLim, lim+chunkSlack)
+	}
 	switch {
+	case n > int64(reqLim)-int64(end)-2: // written so it cannot overflow
+		return rd.refuse(n, end, fmt.Sprintf("request larger than %d bytes", reqLim))
 	case n <= int64(lim):
 		return nil
 	case lim == rd.lim.maxBulk:
-		return protocolError(fmt.Sprintf("bulk string of %d bytes exceeds --max-item-size (%d)", n, lim))
+		return rd.refuse(n, end, fmt.Sprintf("bulk string of %d bytes exceeds --max-item-size (%d)", n, lim))
 	}
-	return protocolError(fmt.Sprintf("bulk string of %d bytes exceeds the %d this argument may hold", n, lim))
+	return rd.refuse(n, end, fmt.Sprintf("bulk string of %d bytes exceeds the %d this argument may hold", n, lim))
 }
 
 // header parses a "*N\r\n" or "$N\r\n" line starting at in[at] and returns N and

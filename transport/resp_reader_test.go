@@ -94,7 +94,6 @@ func TestReaderProtocolErrors(t *testing.T) {
 		{"*1\r\n+PING\r\n", "Protocol error: expected '$', got '+'"},
 		{"*1\r\n$4\r\nPINGxx", "Protocol error: invalid bulk length"},
 		{"*1\n$4\r\nPING\r\n", "Protocol error: invalid multibulk length"},
-		{"*1\r\n$100000\r\n", "Protocol error: request larger than"},
 		{"*" + strings.Repeat("1", 40), "Protocol error: invalid multibulk length"},
 		{"ECHO \"abc\n", "Protocol error: unbalanced quotes in request"},
 		{"ECHO \"abc\"d\n", "Protocol error: unbalanced quotes in request"},
@@ -261,16 +260,94 @@ func TestReaderArgumentLimit(t *testing.T) {
 	}}
 	in := encode("LOAD", "k", strings.Repeat("d", 100)) + encode("LOAD", "k", "short") +
 		encode("LOAD", strings.Repeat("k", 11), "d")
-	all, err := readAll(newReader(strings.NewReader(in), lim, nil))
-	if len(all) != 2 || err == nil || err.Error() != "Protocol error: bulk string of 11 bytes exceeds --max-item-size (10)" {
+	rd := newReader(strings.NewReader(in), lim, nil)
+	all, err := readAll(rd)
+	if len(all) != 3 || len(all[2]) != 0 || !errors.Is(err, io.EOF) {
 		t.Fatalf("%d requests, %v", len(all), err)
+	}
+	if why := rd.takeRefusal(); why.Error() != "ERR bulk string of 11 bytes exceeds --max-item-size (10)" {
+		t.Fatalf("refusal: %v", why)
 	}
 	if asked != 2 {
 		t.Fatalf("limit function asked %d times, want 2", asked)
 	}
-	_, err = readAll(newReader(strings.NewReader(encode("LOAD", "k", strings.Repeat("d", 101))), lim, nil))
-	if err == nil || err.Error() != "Protocol error: bulk string of 101 bytes exceeds the 100 this argument may hold" {
-		t.Fatalf("over the argument's limit: %v", err)
+	rd = newReader(strings.NewReader(encode("LOAD", "k", strings.Repeat("d", 101))), lim, nil)
+	if all, _ = readAll(rd); len(all) != 1 || len(all[0]) != 0 {
+		t.Fatalf("over the argument's limit: %v", all)
+	}
+	if why := rd.takeRefusal(); why.Error() != "ERR bulk string of 101 bytes exceeds the 100 this argument may hold" {
+		t.Fatalf("over the argument's limit: %v", why)
+	}
+}
+
+// TestReaderSkipsOversizedRequests: a well-formed request over a limit is
+// read past, arriving in any pieces, and stands in the batch as a refusal
+// between the requests around it; a stranger's closes instead, and so does a
+// bulk larger than any ever read past.
+func TestReaderSkipsOversizedRequests(t *testing.T) {
+	lim := &readLimits{maxReq: 1 << 12, maxArgs: 16, maxBulk: 10}
+	big := strings.Repeat("x", 5000)
+	in := encode("PING") + encode("ECHO", big) + encode("SET", strings.Repeat("k", 11), "v", "more") + encode("PING", "after")
+	for _, slow := range []bool{false, true} {
+		var src io.Reader = strings.NewReader(in)
+		if slow {
+			src = &oneByteReader{data: []byte(in)}
+		}
+		rd := newReader(src, lim, nil)
+		all, err := readAll(rd)
+		if !errors.Is(err, io.EOF) || len(all) != 4 || len(all[1]) != 0 || len(all[2]) != 0 {
+			t.Fatalf("slow %v: %q, %v", slow, argsString(all), err)
+		}
+		if got := argsString([][][]byte{all[0], all[3]}); got != "PING; PING|after" {
+			t.Fatalf("slow %v: around the refusals: %q", slow, got)
+		}
+		for _, want := range []string{"ERR request larger than 4096 bytes", "ERR bulk string of 11 bytes exceeds --max-item-size (10)"} {
+			if why := rd.takeRefusal(); why.Error() != want {
+				t.Fatalf("slow %v: refusal %q, want %q", slow, why, want)
+			}
+		}
+		if rd.charged != 0 || len(rd.buf) > readBufBusy {
+			t.Fatalf("slow %v: the skipped bytes were held: buffer %d, charged %d", slow, len(rd.buf), rd.charged)
+		}
+	}
+	rd := newReader(strings.NewReader(encode("ECHO", big)), lim, nil)
+	rd.preAuth = true
+	if _, err := readAll(rd); err == nil || !strings.Contains(err.Error(), "Protocol error: request larger than 4096 bytes") {
+		t.Fatalf("a stranger's: %v", err)
+	}
+	rd = newReader(strings.NewReader("*1\r\n$9000000000\r\n"), lim, nil)
+	if _, err := readAll(rd); err == nil || !strings.Contains(err.Error(), "Protocol error: request larger than") {
+		t.Fatalf("beyond what is read past: %v", err)
+	}
+}
+
+// TestReaderHandsOffBigRequests: a request of handOffBytes or more keeps the
+// read buffer instead of a copy; the requests after it are read as usual, and
+// the budget gets everything back.
+func TestReaderHandsOffBigRequests(t *testing.T) {
+	bud := newBudget(64<<20, nil)
+	lim := &readLimits{maxReq: 8 << 20, maxArgs: 16, maxBulk: 8 << 20}
+	data := strings.Repeat("d", 3<<20)
+	in := encode("LOAD", "k", data) + encode("PING")
+	rd := newReader(strings.NewReader(in), lim, bud)
+	var all [][][]byte
+	for len(all) < 2 {
+		b, err := rd.readBatch()
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	if len(all) != 2 || string(all[0][2]) != data || string(all[1][0]) != "PING" {
+		t.Fatalf("requests %d", len(all))
+	}
+	if bud.inUse() < 3<<20-readBufIdle {
+		t.Fatalf("the handed-off buffer is not charged: %d", bud.inUse())
+	}
+	rd.release()
+	rd.close()
+	if bud.inUse() != 0 {
+		t.Fatalf("budget kept %d", bud.inUse())
 	}
 }
 

@@ -37,14 +37,16 @@ type Server struct {
 	cmds    map[string]*command
 	cmdList []*command // cmds by name
 	m       *metrics
-	stats   serverStats // INFO stats and commandstats (stats.go)
-	started time.Time
-	bloom   atomic.Pointer[bloomConfig] // CONFIG SET bf-* and cf-* (bloomconfig.go)
-	bloomMu sync.Mutex                  // serialises CONFIG SET
-	configs []configParam               // CONFIG GET's parameters
-	bg      sync.WaitGroup              // the stats sampler
-	runID   string                      // INFO run_id: 40 random hex digits, new each start
-	port    atomic.Int64                // INFO tcp_port: the first TCP listener's
+	// authFails counts and logs failed AUTHs (authguard.go).
+	authFails *authFailures
+	stats     serverStats // INFO stats and commandstats (stats.go)
+	started   time.Time
+	bloom     atomic.Pointer[bloomConfig] // CONFIG SET bf-* and cf-* (bloomconfig.go)
+	bloomMu   sync.Mutex                  // serialises CONFIG SET
+	configs   []configParam               // CONFIG GET's parameters
+	bg        sync.WaitGroup              // the stats sampler
+	runID     string                      // INFO run_id: 40 random hex digits, new each start
+	port      atomic.Int64                // INFO tcp_port: the first TCP listener's
 
 	ctx    context.Context // ends when Close gives up waiting; bounds every wait
 	cancel context.CancelFunc
@@ -72,14 +74,14 @@ func New(cfg Config, be Backend) *Server {
 	all := newBudget(cfg.MaxRequestBuffer, nil)
 	s := &Server{
 		cfg: cfg, be: be, log: cfg.Logger, cmds: commandTable(),
-		m: newMetrics(cfg.Registry, be), started: time.Now(),
+		m: newMetrics(cfg.Registry, be), authFails: newAuthFailures(cfg.Registry, cfg.Logger), started: time.Now(),
 		ctx: ctx, cancel: cancel, runID: newRunID(),
 		budget: all, strangerBudget: newBudget(cfg.MaxRequestBuffer/4, all),
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
 		slots: newSlots(cfg.MaxClients),
 	}
 	s.rlim = &readLimits{maxReq: cfg.MaxRequestBytes, maxArgs: cfg.maxArgs(),
-		maxBulk: cfg.MaxItemBytes, argBytes: s.argBytes}
+		maxBulk: cfg.MaxItemBytes, maxChunk: max(cfg.MaxItemBytes, maxChunkArgBytes), argBytes: s.argBytes}
 	s.cmdList = listCommands(s.cmds)
 	s.configs = configParams()
 	s.bloom.Store(defaultBloomConfig(s.maxCap()))
@@ -451,6 +453,11 @@ func (c *conn) exec(batch [][][]byte) {
 		if c.sess.quit {
 			break // QUIT: later requests are not served
 		}
+		if len(args) == 0 { // a request too large to take, read past (resp_reader_big.go)
+			why := c.rd.takeRefusal()
+			c.immediate(op{rejected: true}, start, func(w *reply) { w.fail(why) })
+			continue
+		}
 		o, err := c.s.parse(&c.sess, args)
 		c.lastCmd.Store(o.def) // nil for an unknown command: "cmd=NULL", as Redis shows it
 		if err == nil && c.route(o, args, start) {
@@ -461,6 +468,13 @@ func (c *conn) exec(batch [][][]byte) {
 			c.immediate(o, start, func(w *reply) { w.fail(err) })
 		case o.kind == opWrite:
 			pieces := splitChunk(o.cmd)
+			if len(pieces) > 1 {
+				if res := c.checkChunk(o.cmd); res != nil {
+					// The whole chunk would be refused: none of its pieces go.
+					c.immediate(o, start, func(w *reply) { o.render(w, res) })
+					continue
+				}
+			}
 			p := pending{fut: c.submit(pieces[0]), render: o.render,
 				proto: c.sess.proto, name: o.name, def: o.def, start: start}
 			for _, pc := range pieces[1:] {
@@ -543,6 +557,30 @@ func (c *conn) submit(cmd *fsm.Command) *cluster.Future {
 		return c.s.be.SubmitTo(c.shard, cmd)
 	}
 	return c.s.be.Submit(cmd)
+}
+
+// checkChunk asks the state machine, at a linearizable read, whether it would
+// take the whole of a LOADCHUNK that goes into the log in pieces, and returns
+// its refusal as a result, or nil. Without a read (no leader, or the shard is
+// no longer here) the pieces go, and the state machine answers each.
+func (c *conn) checkChunk(cmd *fsm.Command) *fsm.Result {
+	c.drain() // this connection's earlier writes first
+	c.barrierDone = false
+	f := c.s.be.FSM()
+	if c.shard >= 0 {
+		if f = c.s.be.FSMOf(c.shard); f == nil {
+			return nil
+		}
+		if err := c.s.be.ReadBarrierOf(c.s.ctx, c.shard, cluster.ReadLinearizable); err != nil {
+			return nil
+		}
+	} else if err := c.s.be.ReadBarrier(c.s.ctx, cluster.ReadLinearizable); err != nil {
+		return nil
+	}
+	if err := f.CheckLoadChunk(cmd); err != nil {
+		return &fsm.Result{Err: err}
+	}
+	return nil
 }
 
 // read serves a read after the run's read barrier.

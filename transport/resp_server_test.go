@@ -253,7 +253,6 @@ func TestServerGarbage(t *testing.T) {
 		{encode("PING") + "*1\r\n+PING\r\n", "-ERR Protocol error: expected '$', got '+'\r\n"},
 		{"*9223372036854775807\r\n", "-ERR Protocol error: too many arguments: 9223372036854775807 (max 1048576)\r\n"},
 		{"*1\r\n$9223372036854775800\r\nxx", "-ERR Protocol error: request larger than 4096 bytes\r\n"},
-		{"*2\r\n$4\r\nECHO\r\n$5000\r\n", "-ERR Protocol error: request larger than 4096 bytes\r\n"},
 		{"ECHO \"unterminated\r\n", "-ERR Protocol error: unbalanced quotes in request\r\n"},
 		{"*1\r\n$4\r\nPINGPONG\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
 	}
@@ -318,7 +317,6 @@ func TestServerAuth(t *testing.T) {
 		{[]string{"PING"}, "-NOAUTH Authentication required.\r\n"},
 		{[]string{"BF.ADD", "k", "a"}, "-NOAUTH Authentication required.\r\n"},
 		{[]string{"HELLO", "3"}, "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time\r\n"},
-		{[]string{"AUTH", "nope"}, "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
 		{[]string{"AUTH", "bob", "s3cret"}, "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
 		{[]string{"HELLO", "3", "AUTH", "default", "nope"}, "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
 		{[]string{"PING"}, "-NOAUTH Authentication required.\r\n"},
@@ -498,30 +496,79 @@ func TestServerIdleTimeout(t *testing.T) {
 	})
 }
 
-// TestServerItemLimitFromHeader: a bulk string over MaxItemBytes is refused from
-// its header, before its bytes are read; LOADCHUNK's data may be as large as a
-// dump chunk, directly or under IDEM, and no larger.
+// TestServerItemLimitFromHeader: a bulk string over MaxItemBytes, or a
+// request over MaxRequestBytes, is refused from its header: its bytes are read
+// past and dropped, it is answered with the reason, and the connection goes
+// on. LOADCHUNK's data may be as large as Redis's proto-max-bulk-len, directly
+// or under IDEM.
 func TestServerItemLimitFromHeader(t *testing.T) {
-	ts := mustStartServer(t, Config{MaxItemBytes: 1000})
+	ts := mustStartServer(t, Config{MaxItemBytes: 1000, MaxRequestBytes: 1 << 16})
+	chunk := func(n int) string { return "$" + strconv.Itoa(n) + "\r\n" + strings.Repeat("c", n) + "\r\n" }
 	cases := []struct{ in, want string }{
-		{"*2\r\n$4\r\nECHO\r\n$1001\r\n", "-ERR Protocol error: bulk string of 1001 bytes exceeds --max-item-size (1000)\r\n"},
-		{"*1\r\n$5000\r\n", "-ERR Protocol error: bulk string of 5000 bytes exceeds --max-item-size (1000)\r\n"},
-		{"*4\r\n$12\r\nBF.LOADCHUNK\r\n$1\r\nk\r\n$1\r\n1\r\n$16777281\r\n",
-			"-ERR Protocol error: bulk string of 16777281 bytes exceeds the 16777280 this argument may hold\r\n"},
-		{"*4\r\n$12\r\nBF.LOADCHUNK\r\n$1001\r\n", "-ERR Protocol error: bulk string of 1001 bytes exceeds --max-item-size (1000)\r\n"},
-		{"*7\r\n$4\r\nIDEM\r\n$1\r\n1\r\n$1\r\n1\r\n$12\r\ncf.loadchunk\r\n$1\r\nk\r\n$1\r\n1\r\n$20000000\r\n",
-			"-ERR Protocol error: bulk string of 20000000 bytes exceeds the 16777280 this argument may hold\r\n"},
-		{"*7\r\n$4\r\nIDEM\r\n$1\r\n1\r\n$1\r\n1\r\n$12\r\ncf.loadchunk\r\n$1\r\nk\r\n$5000\r\n",
-			"-ERR Protocol error: bulk string of 5000 bytes exceeds --max-item-size (1000)\r\n"},
+		{"*2\r\n$4\r\nECHO\r\n" + chunk(1001), "-ERR bulk string of 1001 bytes exceeds --max-item-size (1000)\r\n"},
+		{"*1\r\n" + chunk(5000), "-ERR bulk string of 5000 bytes exceeds --max-item-size (1000)\r\n"},
+		{"*2\r\n$4\r\nECHO\r\n" + chunk(70000), "-ERR request larger than 65536 bytes\r\n"},
+		{"*4\r\n$12\r\nBF.LOADCHUNK\r\n" + chunk(1001) + "$1\r\n1\r\n$1\r\nx\r\n",
+			"-ERR bulk string of 1001 bytes exceeds --max-item-size (1000)\r\n"},
+		{"*7\r\n$4\r\nIDEM\r\n$1\r\n1\r\n$1\r\n1\r\n$12\r\ncf.loadchunk\r\n$1\r\nk\r\n" + chunk(5000) + "$1\r\nx\r\n",
+			"-ERR bulk string of 5000 bytes exceeds --max-item-size (1000)\r\n"},
 	}
 	for _, cs := range cases {
 		c := dialRaw(t, ts.addr)
-		c.send(cs.in)
+		c.send(cs.in + encode("PING"))
 		if got := c.reply(); got != cs.want {
 			t.Errorf("%.50q: got %q want %q", cs.in, got, cs.want)
 		}
-		c.expectClosed()
+		if got := c.reply(); got != "+PONG\r\n" {
+			t.Errorf("%.50q: the next request got %q", cs.in, got)
+		}
 	}
+	// A chunk over the item size and the request size, within 512 MB: read
+	// and loaded (refused by the state machine here, not by the reader).
+	c := dialRaw(t, ts.addr)
+	c.send("*4\r\n$12\r\nBF.LOADCHUNK\r\n$1\r\nk\r\n$1\r\n2\r\n" + chunk(200000))
+	if got := c.reply(); strings.Contains(got, "larger") || strings.Contains(got, "exceeds") {
+		t.Fatalf("a 200 KB chunk was refused by the reader: %q", got)
+	}
+	if len(ts.be.submitted()) == 0 {
+		t.Fatal("the chunk was not submitted")
+	}
+}
+
+// TestServerChunkOverProtoMaxBulk: a LOADCHUNK whose data is one byte over
+// Redis's proto-max-bulk-len gets an error reply and the connection goes on:
+// the client that sent it hears why, not a reset.
+func TestServerChunkOverProtoMaxBulk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams 512 MB")
+	}
+	ts := mustStartServer(t, Config{})
+	c := dialRaw(t, ts.addr)
+	c.nc.SetDeadline(time.Now().Add(2 * time.Minute))
+	n := maxChunkArgBytes + 1
+	go func() {
+		c.nc.Write([]byte("*4\r\n$12\r\nCF.LOADCHUNK\r\n$1\r\nk\r\n$1\r\n9\r\n$" + strconv.Itoa(n) + "\r\n"))
+		io.CopyN(c.nc, zeroReader{}, int64(n))
+		c.nc.Write([]byte("\r\n" + encode("PING")))
+	}()
+	want := fmt.Sprintf("-ERR bulk string of %d bytes exceeds the %d this argument may hold\r\n", n, maxChunkArgBytes)
+	if got := c.reply(); got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if got := c.reply(); got != "+PONG\r\n" {
+		t.Fatalf("after the refused chunk: %q", got)
+	}
+	if n := len(ts.be.submitted()); n != 0 {
+		t.Fatalf("%d writes submitted", n)
+	}
+}
+
+// zeroReader reads zeros for ever.
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
 
 // TestServerLoadLargestChunk: the biggest chunks SCANDUMP hands out (a full

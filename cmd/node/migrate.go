@@ -50,7 +50,9 @@ the source or target could not be used, 2 bad flags.
 
 // migration is one run of `rookery migrate`.
 type migration struct {
-	from, to   *redis.Client
+	from       *source // bounded (migratesrc.go)
+	fromOpts   *redis.Options
+	to         *redis.Client
 	match      string
 	replace    bool
 	chunkSize  int
@@ -116,8 +118,7 @@ func migrateCommand(args []string, env func(string) (string, bool), stdout, stde
 		fmt.Fprintf(stderr, "rookery migrate: --to %v\n", err)
 		return 2
 	}
-	m.from, m.to = redis.NewClient(so), redis.NewClient(do)
-	defer m.from.Close()
+	m.fromOpts, m.to = so, redis.NewClient(do)
 	defer m.to.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -134,8 +135,16 @@ func migrateCommand(args []string, env func(string) (string, bool), stdout, stde
 // run lists the source's filters, then copies them one by one.
 func (m *migration) run(ctx context.Context) error {
 	m.start = time.Now()
-	if err := m.from.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("source %s: %w", m.from.Options().Addr, err)
+	src, err := dialSource(ctx, m.fromOpts)
+	if err == nil {
+		m.from = src
+		defer src.close()
+		// An interrupt ends a read that waits for the source.
+		defer context.AfterFunc(ctx, func() { src.close() })()
+		_, err = m.from.do(limitsSmall, "PING")
+	}
+	if err != nil {
+		return fmt.Errorf("source %s: %w", m.fromOpts.Addr, err)
 	}
 	if err := m.to.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("target %s: %w", m.to.Options().Addr, err)
@@ -147,7 +156,7 @@ func (m *migration) run(ctx context.Context) error {
 	m.keys = len(keys)
 	if !m.quiet {
 		fmt.Fprintf(m.log, "source %s: %d filters to copy (%d keys of other types left alone)\n",
-			m.from.Options().Addr, len(keys), other)
+			m.from.addr, len(keys), other)
 	}
 	for i, key := range keys {
 		if err := ctx.Err(); err != nil {
@@ -164,40 +173,89 @@ func (m *migration) run(ctx context.Context) error {
 }
 
 // list returns the source's filter keys matching the pattern, sorted as SCAN
-// gave them, with their types, and how many other keys it saw.
+// gave them, with their types, and how many other keys it saw. SCAN must end:
+// it may take at most scanMargin times the pages the source's DBSIZE calls
+// for (maxScanPages without a DBSIZE), it must bring a key not seen before at
+// least every sourceReadTimeout, and the names listed may take at most
+// maxListedBytes.
 func (m *migration) list(ctx context.Context) (keys, types []string, other int, err error) {
 	seen := map[string]bool{}
-	var cursor uint64
+	maxPages := int64(maxScanPages)
+	if n, err := integer(m.from.do(limitsSmall, "DBSIZE")); err == nil && n >= 0 {
+		maxPages = min(maxPages, scanMargin*(n/scanCount+1)+100)
+	}
+	cursor, pages, listed, lastNew := "0", int64(0), 0, time.Now()
 	for {
-		batch, next, err := m.from.Scan(ctx, cursor, m.match, 1000).Result()
-		if err != nil {
+		if err := ctx.Err(); err != nil {
 			return nil, nil, 0, err
 		}
-		pipe := m.from.Pipeline()
-		cmds := make([]*redis.StatusCmd, len(batch))
-		for i, k := range batch {
-			cmds[i] = pipe.Type(ctx, k)
+		page, err := array(m.from.do(limitsScan, "SCAN", cursor, "MATCH", m.match, "COUNT", scanCount))
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("SCAN %s: %w", cursor, err)
 		}
-		if len(batch) > 0 {
-			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-				return nil, nil, 0, err
-			}
+		next, batch, err := scanPage(page)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("SCAN %s: %w", cursor, err)
+		}
+		typs, err := m.from.types(batch)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("TYPE: %w", err)
 		}
 		for i, k := range batch {
-			t := cmds[i].Val()
+			t := typs[i]
 			switch {
 			case seen[k]: // SCAN may return a key twice
+				continue
 			case t == typeBloom || t == typeCuckoo:
 				keys, types = append(keys, k), append(types, t)
 			default:
 				other++
 			}
 			seen[k] = true
+			lastNew = time.Now()
+			if listed += len(k) + 64; listed > maxListedBytes {
+				return nil, nil, 0, fmt.Errorf("the source lists more than %s of key names: copy part of it at a time with --match",
+					humanBytes(maxListedBytes))
+			}
 		}
-		if cursor = next; cursor == 0 {
+		if cursor = next; cursor == "0" {
 			return keys, types, other, nil
 		}
+		pages++
+		switch {
+		case pages > maxPages:
+			return nil, nil, 0, fmt.Errorf("SCAN did not end after %d pages, more than the source's keys call for: "+
+				"its cursor never returns to 0", pages)
+		case time.Since(lastNew) > sourceReadTimeout:
+			return nil, nil, 0, fmt.Errorf("SCAN brought no new key for %s after %d pages: the source's cursor never returns to 0",
+				sourceReadTimeout, pages)
+		}
 	}
+}
+
+// scanPage reads a SCAN reply: [cursor, [key...]].
+func scanPage(page []any) (string, []string, error) {
+	if len(page) != 2 {
+		return "", nil, fmt.Errorf("a reply of %d elements, want 2", len(page))
+	}
+	cursor, err := str(page[0], nil)
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := strconv.ParseUint(cursor, 10, 64); err != nil {
+		return "", nil, fmt.Errorf("a cursor %q", cursor)
+	}
+	ks, err := array(page[1], nil)
+	if err != nil {
+		return "", nil, err
+	}
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		if out[i], err = str(k, nil); err != nil {
+			return "", nil, err
+		}
+	}
+	return cursor, out, nil
 }
 
 // copyKey copies one filter and reports it.
@@ -242,7 +300,7 @@ func (m *migration) copyFilter(ctx context.Context, key, typ string) (int64, str
 	if exists > 0 && !m.replace {
 		return 0, "the target has this key (--replace to replace it)", nil
 	}
-	srcInfo, err := m.from.Do(ctx, fam+".INFO", key).Slice()
+	srcInfo, err := array(m.from.do(limitsSmall, fam+".INFO", key))
 	if err != nil {
 		return 0, "", fmt.Errorf("source %s.INFO: %w", fam, err)
 	}
@@ -271,8 +329,16 @@ func (m *migration) copyChunks(ctx context.Context, fam, key string, srcInfo []a
 	var total int64
 	var iter int64
 	own := false // the dump is Rookery's own: checksummed chunks, sent whole
-	for {
-		reply, err := m.from.Do(ctx, fam+".SCANDUMP", key, iter).Slice()
+	// A dump is about the size INFO gave: a source whose chunks run on past
+	// twice that, or come in more pieces than any layout has, is not believed.
+	size := infoInt(srcInfo, "Size")
+	maxBytes, maxChunks := 2*size+maxChunkBytes, size/1024+4096
+	for chunks := int64(0); ; chunks++ {
+		if total > maxBytes || chunks > maxChunks {
+			return total, fmt.Errorf("source %s.SCANDUMP: %d chunks, %s, of a filter of %s: the dump does not end",
+				fam, chunks, humanBytes(total), humanBytes(size))
+		}
+		reply, err := array(m.from.do(limitsDump, fam+".SCANDUMP", key, iter))
 		if err != nil {
 			return total, fmt.Errorf("source %s.SCANDUMP %d: %w", fam, iter, err)
 		}
@@ -361,11 +427,11 @@ func (m *migration) compare(ctx context.Context, fam, key string, srcInfo []any)
 
 // copyTTL gives the target key the source key's remaining time to live.
 func (m *migration) copyTTL(ctx context.Context, key string) error {
-	ttl, err := m.from.PTTL(ctx, key).Result()
+	ttl, err := integer(m.from.do(limitsSmall, "PTTL", key))
 	if err != nil || ttl <= 0 || m.noExpire {
 		return nil // no expiry, or a source that cannot say
 	}
-	if err := m.to.PExpire(ctx, key, ttl).Err(); err != nil {
+	if err := m.to.PExpire(ctx, key, time.Duration(ttl)*time.Millisecond).Err(); err != nil {
 		if strings.Contains(err.Error(), "unknown command") {
 			m.noExpire = true
 			fmt.Fprintf(m.log, "the target does not expire keys: times to live are not copied\n")
@@ -391,6 +457,8 @@ func dumpPair(reply []any) (int64, []byte, error) {
 		return next, nil, nil
 	case string:
 		return next, []byte(d), nil
+	case []byte:
+		return next, d, nil
 	}
 	return 0, nil, fmt.Errorf("data of type %T", reply[1])
 }
@@ -399,12 +467,13 @@ func dumpPair(reply []any) (int64, []byte, error) {
 // if it is absent or not an integer.
 func infoInt(info []any, field string) int64 {
 	for i := 0; i+1 < len(info); i += 2 {
-		if name, _ := info[i].(string); name == field {
+		if name, _ := str(info[i], nil); name == field {
 			switch v := info[i+1].(type) {
 			case int64:
 				return v
-			case string:
-				n, _ := strconv.ParseInt(v, 10, 64)
+			case string, []byte:
+				s, _ := str(v, nil)
+				n, _ := strconv.ParseInt(s, 10, 64)
 				return n
 			}
 		}

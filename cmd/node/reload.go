@@ -23,7 +23,7 @@ const certExpiryWarning = 30 * 24 * time.Hour
 // reloading it whenever the files change; reload is the same for SIGHUP. A
 // reload that fails keeps the certificates in use and says why.
 func loadCerts(ctx context.Context, o *options, log *slog.Logger) (src *certs.Source, reload func(), err error) {
-	src, err = certs.Load(o.tlsCA, o.tlsCert, o.tlsKey)
+	src, err = certs.LoadNode(o.tlsCA, o.tlsCert, o.tlsKey, o.id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -70,7 +70,16 @@ func onHUP(ctx context.Context, log *slog.Logger, reload func()) {
 func logLeaf(log *slog.Logger, src *certs.Source, msg string, args ...any) {
 	leaf := src.Leaf()
 	left := time.Until(leaf.NotAfter)
-	args = append(args, "name", leaf.Subject.CommonName, "serial", fmt.Sprintf("%x", leaf.SerialNumber), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+	kind, name := certs.Identify(leaf)
+	args = append(args, "name", name, "kind", kind.String(), "serial", fmt.Sprintf("%x", leaf.SerialNumber),
+		"not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+	if kind == certs.KindLegacy {
+		log.Warn(msg+"; it is a certificate of the old kind, which names no node: peers take it as node "+name+
+			" only while it is a server of the cluster. Re-issue it, on every node in turn, as a node certificate: "+
+			"rookery tls cert --ca DIR --name "+name+" --out DIR --force (the node loads it without a restart), "+
+			"and client certificates with --client (see README, Security)", args...)
+		return
+	}
 	if left < certExpiryWarning {
 		log.Warn(msg+"; it expires soon: rotate it (rookery tls cert, then SIGHUP)", append(args, "expires_in", left.Round(time.Hour).String())...)
 		return

@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	}
 	ccfg.Logger, ccfg.Registry = logger, reg
 	if certSrc != nil {
-		ccfg.PeerTLS = &cluster.PeerTLS{Server: certSrc.PeerServerConfig(), Client: certSrc.PeerClientConfig()}
+		ccfg.PeerTLS = &cluster.PeerTLS{Server: certSrc.PeerServerConfig(), Client: certSrc.PeerClientConfig(), Local: certSrc.Leaf}
 	}
 	var faults *cluster.Faults
 	self := o.raftAdvertise // this node's end of every Raft link

@@ -51,17 +51,45 @@ func (o *options) checkSecurity() error {
 		}
 		return nil
 	}
-	if o.tlsOn() || o.insecure {
+	if o.insecure {
 		return nil
 	}
 	for _, l := range o.listeners() {
-		if !isLoopback(l[1]) {
+		if isLoopback(l[1]) {
+			continue
+		}
+		if !o.tlsOn() {
 			return fmt.Errorf("refusing to listen on %s (%s) in plain text: anyone who reaches it could join the cluster, "+
 				"take it over or read every filter. Add --tls-ca, --tls-cert, --tls-key (make them with `rookery tls ca` and "+
 				"`rookery tls cert`) and --gossip-key, or add --insecure if this network is trusted", l[1], l[0])
 		}
+		if face := o.openClientFace(); face != "" {
+			return fmt.Errorf("refusing to listen on %s (%s) without authenticating clients: anyone who reaches %s "+
+				"could read, write or flush every filter. Add --requirepass (a password for RESP AUTH and HTTP), or "+
+				"--tls-client-auth (client certificates, with --resp-tls and --http-tls), or add --insecure if this "+
+				"network is trusted", l[1], l[0], face)
+		}
 	}
 	return nil
+}
+
+// openClientFace names a client face (RESP, HTTP) that would serve anyone off
+// loopback: no password, and no client certificate asked at its TLS
+// handshake. Empty when every face off loopback authenticates its clients.
+func (o *options) openClientFace() string {
+	if o.requirePass != "" {
+		return ""
+	}
+	if !o.tlsClientAuth {
+		return "the node"
+	}
+	if !o.respTLS && !isLoopback(o.respAddr) {
+		return "RESP (" + o.respAddr + ", no --resp-tls)"
+	}
+	if !o.httpTLS && !isLoopback(o.httpAddr) {
+		return "HTTP (" + o.httpAddr + ", no --http-tls)"
+	}
+	return ""
 }
 
 // warnExposure logs what is allowed but open: plain-text client faces beyond

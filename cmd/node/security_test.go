@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +25,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rookerydb/rookery/internal/certs"
 	"github.com/rookerydb/rookery/internal/nodeproc"
 )
 
@@ -61,6 +63,8 @@ func TestSecureByDefault(t *testing.T) {
 		"--tls-key", filepath.Join(certDir, "n1-key.pem")}
 	base := append([]string{"--id", "n1", "--data-dir", filepath.Join(dir, "data"), "--bootstrap-expect", "1"}, nodeproc.EphemeralAddrs()...)
 	with := func(extra ...string) []string { return append(slices.Clone(base), extra...) }
+	secured := append(slices.Clone(tlsFlags), "--gossip-key", base64.StdEncoding.EncodeToString(make([]byte, 32)),
+		"--resp-tls", "--http-tls")
 	for _, c := range []struct {
 		args []string
 		want []string
@@ -73,6 +77,15 @@ func TestSecureByDefault(t *testing.T) {
 		{with(tlsFlags...), []string{"--gossip-key is required"}},
 		{with(tlsFlags[:2]...), []string{"--tls-ca, --tls-cert and --tls-key go together"}},
 		{with("--resp-tls"), []string{"need the node's certificate"}},
+		// TLS everywhere and a gossip key, but no way to authenticate a client:
+		// an open database on the network.
+		{with(append(slices.Clone(secured), "--resp-addr", "0.0.0.0:0")...),
+			[]string{"without authenticating clients", "--requirepass", "--tls-client-auth", "--insecure"}},
+		{with(append(slices.Clone(secured), "--raft-addr", "0.0.0.0:0")...),
+			[]string{"(--raft-addr) without authenticating clients", "--requirepass", "--tls-client-auth", "--insecure"}},
+		// Client certificates asked on RESP only leave plain HTTP beyond loopback open.
+		{with(append(slices.Clone(secured), "--tls-client-auth", "--http-tls=false", "--http-addr", "0.0.0.0:0")...),
+			[]string{"HTTP (0.0.0.0:0, no --http-tls)", "--requirepass", "--insecure"}},
 	} {
 		out := runFails(t, c.args...)
 		for _, w := range c.want {
@@ -86,6 +99,17 @@ func TestSecureByDefault(t *testing.T) {
 	p.waitReady(10 * time.Second)
 	if !strings.Contains(p.Logs(), "--insecure") {
 		t.Errorf("no warning about --insecure in the log:\n%s", p.Logs())
+	}
+	p.Kill()
+	// With TLS and a way to authenticate clients (either), it starts beyond loopback.
+	for i, auth := range [][]string{{"--requirepass", "pw"}, {"--tls-client-auth"}} {
+		args := append(slices.Clone(secured), auth...)
+		args = append(args, "--id", "n1", "--data-dir", filepath.Join(dir, fmt.Sprint("auth", i)), "--bootstrap-expect", "1")
+		args = append(args, nodeproc.EphemeralAddrs()...)
+		q := startProc(t, nil, append(args, "--resp-addr", "0.0.0.0:0")...)
+		q.Sec = nodeproc.Security{CertDir: certDir, RESPTLS: true, HTTPTLS: true}
+		q.waitReady(10 * time.Second)
+		q.Kill()
 	}
 }
 
@@ -140,6 +164,80 @@ func TestTLSCommands(t *testing.T) {
 				t.Errorf("host %s usage %v: %v", host, usage, err)
 			}
 		}
+	}
+	if len(cert.URIs) != 1 || cert.URIs[0].String() != "rookery://node/db1" {
+		t.Errorf("a node certificate names %v, want rookery://node/db1", cert.URIs)
+	}
+
+	// --client: a client certificate, for dialling only, naming a client.
+	if err := run("cert", "--ca", dir, "--client", "--name", "app", "--host", "x", "--out", out); err == nil {
+		t.Fatal("a client certificate with --host was made")
+	}
+	if err := run("cert", "--ca", dir, "--client", "--name", "app", "--out", out); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(filepath.Join(out, "app.pem"))
+	blk, _ = pem.Decode(b)
+	client, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(client.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) {
+		t.Errorf("client certificate usages %v, want client auth only", client.ExtKeyUsage)
+	}
+	if len(client.URIs) != 1 || client.URIs[0].String() != "rookery://client/app" {
+		t.Errorf("a client certificate names %v", client.URIs)
+	}
+	if fi, err := os.Stat(filepath.Join(out, "app-key.pem")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("client key: %v %v", fi.Mode(), err)
+	}
+}
+
+// TestNodeRefusesOthersCertificates: a node does not start with a client
+// certificate or another node's, and says how to make its own; with a
+// certificate of the old kind it starts and warns how to re-issue it.
+func TestNodeRefusesOthersCertificates(t *testing.T) {
+	dir := t.TempDir()
+	if err := nodeproc.MakeCerts(binary, dir, "n2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodeproc.MakeClientCert(binary, dir, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	key := base64.StdEncoding.EncodeToString(make([]byte, 32))
+	args := func(certName string) []string {
+		return append([]string{"--id", "n1", "--data-dir", filepath.Join(dir, "data"), "--bootstrap-expect", "1", "--gossip-key", key,
+			"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-cert", filepath.Join(dir, certName+".pem"),
+			"--tls-key", filepath.Join(dir, certName+"-key.pem")}, nodeproc.EphemeralAddrs()...)
+	}
+	if out := runFails(t, args("n1")...); !strings.Contains(out, "is a client certificate") || !strings.Contains(out, "rookery tls cert --ca DIR --name n1") {
+		t.Errorf("with a client certificate: %s", out)
+	}
+	if out := runFails(t, args("n2")...); !strings.Contains(out, `names node "n2", not "n1"`) {
+		t.Errorf("with another node's certificate: %s", out)
+	}
+	// A certificate of the old kind, as Rookery made them before: it serves, with a warning.
+	caPair, err := certs.ReadPair(certs.CAFiles(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"n1", "n3"} {
+		old, err := certs.IssueLegacy(caPair, name, nil, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "legacy-"+name+".pem"), old.CertPEM, 0o600)
+		os.WriteFile(filepath.Join(dir, "legacy-"+name+"-key.pem"), old.KeyPEM, 0o600)
+	}
+	if out := runFails(t, args("legacy-n3")...); !strings.Contains(out, `certificate of the old kind named "n3"`) ||
+		!strings.Contains(out, "--name n1 --out DIR --force") {
+		t.Errorf("with an old certificate naming another node: %s", out)
+	}
+	p := startProc(t, nil, args("legacy-n1")...)
+	p.Sec = nodeproc.Security{CertDir: dir}
+	p.waitReady(15 * time.Second)
+	if !strings.Contains(p.Logs(), "certificate of the old kind") || !strings.Contains(p.Logs(), "--name n1 --out DIR --force") {
+		t.Errorf("no warning about the old kind of certificate:\n%s", p.Logs())
 	}
 }
 
@@ -332,11 +430,17 @@ func TestCertificateRotation(t *testing.T) {
 // certificate is a credential, while the probes stay open to anyone.
 func TestClientCertificates(t *testing.T) {
 	dir := t.TempDir()
-	if err := nodeproc.MakeCerts(binary, dir, "n1", "app"); err != nil {
+	if err := nodeproc.MakeCerts(binary, dir, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodeproc.MakeClientCert(binary, dir, "app"); err != nil {
 		t.Fatal(err)
 	}
 	other := filepath.Join(dir, "other")
-	if err := nodeproc.MakeCerts(binary, other, "app"); err != nil {
+	if err := nodeproc.MakeCerts(binary, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodeproc.MakeClientCert(binary, other, "app"); err != nil {
 		t.Fatal(err)
 	}
 	sec := nodeproc.Security{CertDir: dir, GossipKey: base64.StdEncoding.EncodeToString(make([]byte, 16)), RESPTLS: true, HTTPTLS: true}
@@ -397,4 +501,37 @@ func TestClientCertificates(t *testing.T) {
 			t.Errorf("GET %s (certificate %v): %d, want %d", c.path, len(c.cfg.Certificates) > 0, got, c.want)
 		}
 	}
+
+	// The client certificate opens no node-to-node port: a status request on
+	// the Raft port gets nothing back, while n1's own certificate is answered.
+	nodeCert := sec.ClientTLS()
+	kp, err := tls.LoadX509KeyPair(filepath.Join(dir, "n1.pem"), filepath.Join(dir, "n1-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeCert.Certificates = []tls.Certificate{kp}
+	if got := peerStatusFrame(t, p.Raft, withCert(dir)); len(got) > 0 {
+		t.Fatalf("the raft port answered a client certificate: %q", got)
+	}
+	if got := peerStatusFrame(t, p.Raft, nodeCert); len(got) == 0 {
+		t.Fatal("the raft port did not answer the node's own certificate (the refusal above proves nothing)")
+	}
+}
+
+// peerStatusFrame sends a node-to-node status request to a Raft port over TLS
+// with cfg and returns whatever comes back.
+func peerStatusFrame(t *testing.T, addr string, cfg *tls.Config) []byte {
+	t.Helper()
+	cfg = cfg.Clone()
+	cfg.InsecureSkipVerify = true // peers' certificates name node ids, not hosts
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		return nil // refused at the handshake
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	// stream 'P', then a frame: u32 length 9, u64 request id 1, u8 op 3 (status)
+	c.Write([]byte{'P', 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1, 3})
+	b, _ := io.ReadAll(c)
+	return b
 }

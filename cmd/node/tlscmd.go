@@ -14,11 +14,17 @@ import (
 const tlsUsage = `usage:
   rookery tls ca --out DIR [--days N] [--force]
       make the cluster's CA: DIR/ca.pem and DIR/ca-key.pem (keep ca-key.pem secret)
-  rookery tls cert --ca DIR --name NAME [--host h1,h2] --out DIR [--days N] [--force]
-      make NAME's certificate signed by the CA in DIR: NAME.pem and NAME-key.pem,
-      valid for 127.0.0.1, ::1, localhost, NAME and the given hosts, to serve and to dial
-  rookery tls init --out DIR --names n1,n2,n3 [--host h1,h2]
-      make whatever of the CA and the named certificates DIR lacks (for containers)
+  rookery tls cert --ca DIR --name ID [--host h1,h2] --out DIR [--days N] [--force]
+      make node ID's certificate signed by the CA in DIR: ID.pem and ID-key.pem,
+      valid for 127.0.0.1, ::1, localhost, ID and the given hosts, to serve and to dial;
+      it lets its holder speak Raft as node ID, and only as ID
+  rookery tls cert --ca DIR --client --name NAME --out DIR [--days N] [--force]
+      make a client certificate: NAME.pem and NAME-key.pem, for RESP and HTTP under
+      --tls-client-auth; it opens no node-to-node port
+  rookery tls init --out DIR --names n1,n2,n3 [--host h1,h2] [--node-dirs]
+      make whatever of the CA and the named node certificates DIR lacks (for containers);
+      with --node-dirs each node's certificate, key and a copy of ca.pem go into DIR/ID/,
+      a directory to give that node alone (the CA key stays in DIR)
 `
 
 // tlsCommand is `rookery tls ...`: it makes the cluster's certificates. It
@@ -102,7 +108,8 @@ func tlsCA(args []string, stdout, stderr io.Writer) error {
 func tlsCert(args []string, stdout, stderr io.Writer) error {
 	fs := tlsFlags("cert", stderr)
 	ca := fs.String("ca", "", "directory holding ca.pem and ca-key.pem")
-	name := fs.String("name", "", "certificate name, usually the node id: files NAME.pem and NAME-key.pem")
+	name := fs.String("name", "", "the node id (or with --client the client's name): files NAME.pem and NAME-key.pem")
+	client := fs.Bool("client", false, "make a client certificate (RESP and HTTP only) instead of a node's")
 	hosts := fs.String("host", "", "comma-separated host names and IP addresses the certificate is valid for, besides 127.0.0.1 and localhost")
 	out := fs.String("out", "", "directory to write the certificate and key into")
 	n := fs.Int("days", int(certs.DefaultCertValidity/(24*time.Hour)), "days the certificate is valid")
@@ -114,11 +121,21 @@ func tlsCert(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	c, k := certs.CertFiles(*out, *name)
+	if *client {
+		if *hosts != "" {
+			return errors.New("--host names where a node is reached; a client certificate (--client) takes none")
+		}
+		if err := certs.WriteClientCert(*ca, *name, *out, valid, *force); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s and %s (a client certificate: RESP and HTTP only)\n", c, k)
+		return nil
+	}
 	if err := certs.WriteCert(*ca, *name, splitList(*hosts), *out, valid, *force); err != nil {
 		return err
 	}
-	c, k := certs.CertFiles(*out, *name)
-	fmt.Fprintf(stdout, "wrote %s and %s\n", c, k)
+	fmt.Fprintf(stdout, "wrote %s and %s (node %s's certificate)\n", c, k, *name)
 	return nil
 }
 
@@ -127,10 +144,15 @@ func tlsInit(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "directory for the CA and the certificates")
 	names := fs.String("names", "", "comma-separated certificate names (node ids)")
 	hosts := fs.String("host", "", "comma-separated extra host names and IP addresses for every certificate")
+	nodeDirs := fs.Bool("node-dirs", false, "write each node's files into DIR/ID/ with a copy of ca.pem, and no CA key")
 	if err := parseTLSFlags(fs, args, "out", "names"); err != nil {
 		return err
 	}
-	made, err := certs.Init(*out, splitList(*names), splitList(*hosts))
+	initFn := certs.Init
+	if *nodeDirs {
+		initFn = certs.InitNodeDirs
+	}
+	made, err := initFn(*out, splitList(*names), splitList(*hosts))
 	for _, f := range made {
 		fmt.Fprintln(stdout, "wrote", f)
 	}

@@ -39,7 +39,7 @@ func WriteCA(dir string, validFor time.Duration, force bool) error {
 	return writePair(dir, ca, certFile, keyFile)
 }
 
-// WriteCert issues a certificate for name with the CA in caDir and writes it
+// WriteCert issues a node certificate for node id name with the CA in caDir and writes it
 // into outDir as NAME.pem and NAME-key.pem. It refuses to replace existing
 // files unless force.
 func WriteCert(caDir, name string, hosts []string, outDir string, validFor time.Duration, force bool) error {
@@ -55,6 +55,28 @@ func WriteCert(caDir, name string, hosts []string, outDir string, validFor time.
 		return err
 	}
 	p, err := Issue(ca, name, hosts, validFor)
+	if err != nil {
+		return err
+	}
+	return writePair(outDir, p, certFile, keyFile)
+}
+
+// WriteClientCert issues a client certificate for name with the CA in caDir
+// and writes it into outDir as NAME.pem and NAME-key.pem. It refuses to
+// replace existing files unless force.
+func WriteClientCert(caDir, name, outDir string, validFor time.Duration, force bool) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	ca, err := ReadPair(CAFiles(caDir))
+	if err != nil {
+		return err
+	}
+	certFile, keyFile := CertFiles(outDir, name)
+	if err := refuseExisting(force, certFile, keyFile); err != nil {
+		return err
+	}
+	p, err := IssueClient(ca, name, validFor)
 	if err != nil {
 		return err
 	}
@@ -81,6 +103,45 @@ func Init(dir string, names, hosts []string) (made []string, err error) {
 			return made, err
 		}
 		made = append(made, certFile)
+	}
+	return made, nil
+}
+
+// InitNodeDirs is Init for containers that must each hold only their own
+// material: the CA stays in dir, and each name gets a directory dir/NAME of
+// its own holding NAME.pem, NAME-key.pem and a copy of ca.pem, never the CA's
+// key. What is there is kept, except a copy of ca.pem that differs from
+// dir/ca.pem.
+func InitNodeDirs(dir string, names, hosts []string) (made []string, err error) {
+	made, err = Init(dir, nil, nil)
+	if err != nil {
+		return made, err
+	}
+	caCert, _ := CAFiles(dir)
+	caPEM, err := os.ReadFile(caCert)
+	if err != nil {
+		return made, err
+	}
+	for _, n := range names {
+		if err := CheckName(n); err != nil {
+			return made, err
+		}
+		sub := filepath.Join(dir, n)
+		certFile, _ := CertFiles(sub, n)
+		if _, err := os.Stat(certFile); errors.Is(err, fs.ErrNotExist) {
+			if err := WriteCert(dir, n, hosts, sub, DefaultCertValidity, false); err != nil {
+				return made, err
+			}
+			made = append(made, certFile)
+		}
+		copyFile, _ := CAFiles(sub)
+		if have, err := os.ReadFile(copyFile); err == nil && string(have) == string(caPEM) {
+			continue
+		}
+		if err := atomicfile.Write(copyFile, caPEM, 0o644); err != nil {
+			return made, err
+		}
+		made = append(made, copyFile)
 	}
 	return made, nil
 }

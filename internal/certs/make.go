@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -34,6 +35,9 @@ var (
 	ErrBadName = errors.New("certs: a name is 1-64 letters, digits, '.', '-' or '_', starting with a letter or digit")
 	// ErrNotCA reports a CA file whose certificate cannot sign others.
 	ErrNotCA = errors.New("certs: not a CA certificate")
+	// ErrWrongKind reports a node given a client certificate, or another
+	// node's certificate.
+	ErrWrongKind = errors.New("certs: not this node's certificate")
 )
 
 // Pair is a certificate and its private key, PEM encoded.
@@ -77,11 +81,24 @@ func NewCA(validFor time.Duration) (Pair, error) {
 	return encodePair(der, key)
 }
 
-// Issue makes a certificate for name signed by ca, valid for validFor, usable
-// both to serve (TLS server) and to dial (TLS client). It is valid for the host
-// names and IP addresses in hosts, for 127.0.0.1, ::1 and localhost, and for
-// name itself when name is a host name.
+// Issue makes a node certificate for node id name signed by ca, valid for
+// validFor, usable both to serve (TLS server) and to dial (TLS client). It
+// names the node (NodeURI), which is what lets it speak Raft. It is valid for
+// the host names and IP addresses in hosts, for 127.0.0.1, ::1 and localhost,
+// and for name itself when name is a host name.
 func Issue(ca Pair, name string, hosts []string, validFor time.Duration) (Pair, error) {
+	return issue(ca, KindNode, name, hosts, validFor)
+}
+
+// IssueClient makes a client certificate for name signed by ca: usable only
+// to dial (TLS client), marked as a client (ClientURI), so that it opens RESP
+// and HTTP under --tls-client-auth and never the Raft port.
+func IssueClient(ca Pair, name string, validFor time.Duration) (Pair, error) {
+	return issue(ca, KindClient, name, nil, validFor)
+}
+
+// issue makes a certificate of kind for name.
+func issue(ca Pair, kind Kind, name string, hosts []string, validFor time.Duration) (Pair, error) {
 	if err := CheckName(name); err != nil {
 		return Pair{}, err
 	}
@@ -103,9 +120,31 @@ func Issue(ca Pair, name string, hosts []string, validFor time.Duration) (Pair, 
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		SubjectKeyId: keyID(&key.PublicKey),
 	}
+	switch kind {
+	case KindNode:
+		tmpl.Subject.OrganizationalUnit = []string{ouNode}
+		tmpl.URIs = []*url.URL{NodeURI(name)}
+		addHosts(tmpl, name, hosts)
+	case KindClient:
+		tmpl.Subject.OrganizationalUnit = []string{ouClient}
+		tmpl.URIs = []*url.URL{ClientURI(name)}
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	default: // KindLegacy: the one kind there was, for both uses
+		addHosts(tmpl, name, hosts)
+	}
 	if tmpl.NotAfter.After(caCert.NotAfter) {
 		tmpl.NotAfter = caCert.NotAfter // a chain is only as valid as its CA
 	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return Pair{}, fmt.Errorf("certs: issue %s: %w", name, err)
+	}
+	return encodePair(der, key)
+}
+
+// addHosts makes a server certificate valid for 127.0.0.1, ::1, localhost, the
+// hosts given and name itself when it can be a host name.
+func addHosts(tmpl *x509.Certificate, name string, hosts []string) {
 	addHost := func(h string) {
 		h = strings.TrimSpace(h)
 		if h == "" {
@@ -134,11 +173,6 @@ func Issue(ca Pair, name string, hosts []string, validFor time.Duration) (Pair, 
 	if !strings.Contains(name, "_") {
 		addHost(name) // a node named after its host (rookery1) is reached by it
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return Pair{}, fmt.Errorf("certs: issue %s: %w", name, err)
-	}
-	return encodePair(der, key)
 }
 
 // parseCA decodes a CA pair and checks it can sign.

@@ -17,6 +17,7 @@ import (
 // Reload takes effect for every new connection (established ones keep theirs).
 type Source struct {
 	caFile, certFile, keyFile string // empty for material given in memory
+	node                      string // LoadNode's id: the certificate must be no other node's
 
 	cur atomic.Pointer[material]
 
@@ -51,6 +52,17 @@ func Load(caFile, certFile, keyFile string) (*Source, error) {
 	return s, nil
 }
 
+// LoadNode is Load for node id: the certificate must not be a client
+// certificate, nor name another node, now or at any reload. A legacy
+// certificate (Identify) naming id in its common name is taken.
+func LoadNode(caFile, certFile, keyFile, id string) (*Source, error) {
+	s := &Source{caFile: caFile, certFile: certFile, keyFile: keyFile, node: id}
+	if _, err := s.Reload(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // Reload reads the files again and, if they hold valid material, uses it from
 // the next handshake on. changed reports whether the files differed from the
 // last load attempt. On error the material in use stays.
@@ -73,6 +85,9 @@ func (s *Source) Reload() (changed bool, err error) {
 	}
 	m, err := build(ca, node)
 	if err != nil {
+		return changed, err
+	}
+	if err := checkNodeCert(m.leaf, s.node); err != nil {
 		return changed, err
 	}
 	s.cur.Store(m)

@@ -39,6 +39,15 @@ func MakeCerts(bin, dir string, names ...string) error {
 	return nil
 }
 
+// MakeClientCert makes a client certificate for name in dir (which holds the
+// CA) with `rookery tls cert --client`.
+func MakeClientCert(bin, dir, name string) error {
+	if out, err := exec.Command(bin, "tls", "cert", "--ca", dir, "--client", "--name", name, "--out", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("rookery tls cert --client %s: %v\n%s", name, err, out)
+	}
+	return nil
+}
+
 // Flags are the flags that secure node id.
 func (s Security) Flags(id string) []string {
 	var f []string

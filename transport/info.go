@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rookerydb/rookery/fsm"
 )
 
 // INFO, in Redis 7.2's format: "# Section" headers, "field:value" lines ending
@@ -38,17 +40,40 @@ var infoSections = []infoSection{
 }
 
 // infoBuf accumulates a section's lines.
-type infoBuf struct{ strings.Builder }
+type infoBuf struct {
+	strings.Builder
+	ks *keyspaceCount // Keyspace's counts, when not this node's own
+}
+
+// keyspaceCount is what INFO's Keyspace section counts: keys, keys with a
+// time to live, and the shards a fan-out could not count.
+type keyspaceCount struct {
+	keys, expires uint64
+	missing       int
+}
 
 func (b *infoBuf) field(k string, v any) { fmt.Fprintf(b, "%s:%v\r\n", k, v) }
 
 // parseInfo: INFO [section ...]. No section means the default ones, as do
 // "default"; "all" and "everything" mean all of them; "modules" is the
 // Modules section (Redis's module_list); an unknown name adds nothing, and
-// names are matched ignoring case.
+// names are matched ignoring case. On a sharded node a connection's INFO that
+// includes Keyspace counts every shard (route.go, infoFanOut); INFO run for one
+// shard (a fan-out reaching this node) counts that shard.
 func parseInfo(s *Server, args [][]byte) (op, error) {
-	want := map[string]bool{}
-	all := false
+	want, all := infoWant(args)
+	return localOp(func(c *session, w *reply) {
+		var ks *keyspaceCount
+		if c.conn != nil && c.conn.scoped {
+			ks = s.shardKeyspace(c.conn.scope)
+		}
+		w.verbatim(s.info(want, all, ks))
+	}), nil
+}
+
+// infoWant is the sections INFO's arguments ask for, or all of them.
+func infoWant(args [][]byte) (want map[string]bool, all bool) {
+	want = map[string]bool{}
 	for _, a := range args[1:] {
 		switch name := strings.ToLower(string(a)); name {
 		case "all", "everything":
@@ -70,12 +95,13 @@ func parseInfo(s *Server, args [][]byte) (op, error) {
 			want[strings.ToLower(sec.name)] = sec.dflt
 		}
 	}
-	return localOp(func(c *session, w *reply) { w.verbatim(s.info(want, all)) }), nil
+	return want, all
 }
 
-// info renders the sections wanted (all of them with all).
-func (s *Server) info(want map[string]bool, all bool) string {
-	var b infoBuf
+// info renders the sections wanted (all of them with all); ks, when not nil,
+// is what the Keyspace section counts instead of this node's own filters.
+func (s *Server) info(want map[string]bool, all bool, ks *keyspaceCount) string {
+	b := infoBuf{ks: ks}
 	for _, sec := range infoSections {
 		if !all && !want[strings.ToLower(sec.name)] {
 			continue
@@ -242,22 +268,68 @@ func (s *Server) infoCluster(b *infoBuf) {
 }
 
 // infoKeyspace: the one database, listed only when it holds keys, as Redis
-// does.
+// does. A sharded cluster's count is every shard's, and names the shards it
+// could not reach (rookery_shards_not_counted).
 func (s *Server) infoKeyspace(b *infoBuf) {
-	keys := s.be.Status().Filters
-	expires, _ := s.expiryCounts()
-	if keys == 0 && expires == 0 {
-		return
+	ks := b.ks
+	if ks == nil {
+		expires, _ := s.expiryCounts()
+		ks = &keyspaceCount{keys: uint64(s.be.Status().Filters), expires: expires}
 	}
-	b.field("db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", keys, expires))
+	if ks.keys != 0 || ks.expires != 0 {
+		b.field("db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", ks.keys, ks.expires))
+	}
+	if ks.missing > 0 {
+		b.field("rookery_shards_not_counted", ks.missing)
+	}
+}
+
+// shardKeyspace counts shard sh's replica here (nothing if not held).
+func (s *Server) shardKeyspace(sh int) *keyspaceCount {
+	f := s.be.FSMOf(sh)
+	if f == nil {
+		return &keyspaceCount{}
+	}
+	return &keyspaceCount{keys: uint64(f.Len()), expires: uint64(f.Expires())}
 }
 
 // expiryCounts is how many keys have a time to live (INFO keyspace expires=)
-// and how many this node's state machine has removed by expiry since it
-// started (INFO stats expired_keys).
+// and how many this node's state machines have removed by expiry since it
+// started (INFO stats expired_keys): every shard's it holds, when sharded.
 func (s *Server) expiryCounts() (expires, expired uint64) {
-	q := s.be.FSM()
-	return uint64(q.Expires()), q.ExpiredKeys()
+	fs := []*fsm.FSM{s.be.FSM()}
+	if s.be.ShardCount() > 0 {
+		fs = s.be.LocalFSMs()
+	}
+	for _, f := range fs {
+		expires += uint64(f.Expires())
+		expired += f.ExpiredKeys()
+	}
+	return expires, expired
+}
+
+// parseKeyspace reads the db0 line of an INFO keyspace reply.
+func parseKeyspace(text []byte) (keys, expires uint64) {
+	for _, line := range strings.Split(string(text), "\r\n") {
+		v, found := strings.CutPrefix(line, "db0:")
+		if !found {
+			continue
+		}
+		for _, kv := range strings.Split(v, ",") {
+			k, n, _ := strings.Cut(kv, "=")
+			x, err := strconv.ParseUint(n, 10, 64)
+			if err != nil {
+				continue
+			}
+			switch k {
+			case "keys":
+				keys = x
+			case "expires":
+				expires = x
+			}
+		}
+	}
+	return keys, expires
 }
 
 // osString is the kernel's name, release and machine, as Redis prints uname's.

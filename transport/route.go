@@ -87,6 +87,12 @@ func (s *Server) innerName(def *command, args [][]byte) string {
 // shard the op runs on here (-1: none, a node-wide command).
 func (c *conn) route(o op, args [][]byte, start time.Time) bool {
 	c.shard = -1
+	if o.name == "info" && !c.scoped && c.s.be.ShardCount() > 0 {
+		if want, all := infoWant(args); all || want["keyspace"] {
+			c.infoFanOut(o, want, all, start)
+			return true
+		}
+	}
 	if o.def == nil || o.kind == opLocal || c.s.be.ShardCount() == 0 {
 		return false
 	}
@@ -155,12 +161,38 @@ func (c *conn) forward(o op, sh int, args [][]byte, start time.Time) {
 // onShard runs args against shard sh: here if this node holds it, else on a
 // node that does; it returns the raw reply.
 func (c *conn) onShard(sh int, args [][]byte) ([]byte, error) {
+	return c.onShardProto(sh, args, c.sess.proto)
+}
+
+// onShardProto is onShard with the reply in RESP version proto.
+func (c *conn) onShardProto(sh int, args [][]byte, proto int) ([]byte, error) {
 	if c.s.be.Hosts(sh) {
-		return c.s.ExecShard(c.s.ctx, sh, args, c.sess.proto, c.sess.level == cluster.ReadStale), nil
+		return c.s.ExecShard(c.s.ctx, sh, args, proto, c.sess.level == cluster.ReadStale), nil
 	}
 	ctx, cancel := context.WithTimeout(c.s.ctx, c.s.cfg.RequestTimeout)
 	defer cancel()
-	return c.s.be.Forward(ctx, sh, args, c.sess.proto, c.sess.level == cluster.ReadStale)
+	return c.s.be.Forward(ctx, sh, args, proto, c.sess.level == cluster.ReadStale)
+}
+
+// infoFanOut answers an INFO that includes Keyspace on a sharded node: the
+// other sections are this node's, Keyspace counts every shard once (at a
+// replica the connection's read level allows), after the connection's
+// earlier writes.
+func (c *conn) infoFanOut(o op, want map[string]bool, all bool, start time.Time) {
+	c.drain()
+	var ks keyspaceCount
+	for sh := range c.s.be.ShardCount() {
+		b, err := c.onShardProto(sh, [][]byte{[]byte("INFO"), []byte("keyspace")}, 2)
+		v, perr := parseReply(b)
+		if err != nil || perr != nil || v.kind != '$' {
+			ks.missing++
+			continue
+		}
+		keys, expires := parseKeyspace(v.s)
+		ks.keys += keys
+		ks.expires += expires
+	}
+	c.answer(o, start, func(w *reply) { w.verbatim(c.s.info(want, all, &ks)) })
 }
 
 // split runs a command over keys of several shards as one command per shard

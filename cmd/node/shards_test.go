@@ -124,6 +124,18 @@ func TestShardedClusterServesRedisClusterClients(t *testing.T) {
 	if n, err := plain.DBSize(ctx).Result(); err != nil || n != keys {
 		t.Fatalf("DBSIZE through one node: %d %v", n, err)
 	}
+	// INFO keyspace counts every shard, whichever node answers.
+	if err := plain.Expire(ctx, "key:7", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []int{0, 4} {
+		cl := redis.NewClient(&redis.Options{Addr: c.Nodes[m].RESP})
+		info, err := cl.Info(ctx, "keyspace").Result()
+		cl.Close()
+		if want := fmt.Sprintf("db0:keys=%d,expires=1,", keys); err != nil || !strings.Contains(info, want) {
+			t.Fatalf("INFO keyspace on %s: %q %v, want %q", c.Nodes[m].ID, info, err, want)
+		}
+	}
 	for i := 0; i < keys; i += 501 {
 		if ok, err := plain.BFExists(ctx, fmt.Sprintf("key:%d", i), "item").Result(); err != nil || !ok {
 			t.Fatalf("BF.EXISTS key:%d through one node: %v %v", i, ok, err)

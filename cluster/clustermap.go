@@ -23,6 +23,12 @@ import (
 // anyone (docs/SHARDING.md, "The cluster map").
 const MapFile = "map.bin"
 
+// mapGroupVoters caps the voters of a sharded cluster's group 0: every node
+// holds the map (as a non-voter beyond the first five), but a change of map
+// waits for three acknowledgements, not for half of thirty nodes, and the
+// leader's heartbeats that count go to four followers (docs/SHARDING.md).
+const mapGroupVoters = 5
+
 // opMap asks a node for its cluster map (node-to-node request; body empty,
 // reply fsm.EncodeMap, or empty when it has none).
 const opMap byte = 7

@@ -22,7 +22,9 @@ import (
 //   - A former member that still holds the state it had as a member (removed,
 //     or left) is not added back; it is told so.
 //   - A non-voter is promoted once its applied index is within catchUpSlack of
-//     the leader's commit index.
+//     the leader's commit index, while the group has fewer voters than
+//     MaxVoters (when set: a sharded cluster's map group, whose every node
+//     holds the map but only a few vote on it).
 //   - A member restarted at a new Raft address is re-added at it, with the
 //     same suffrage, once the node there proves who it is.
 //   - A member is removed as dead only when gossip has listed it as gone AND
@@ -90,6 +92,10 @@ type membershipView struct {
 	// reaches it, or has said nothing of it lately).
 	Unreached map[string]time.Duration
 	Commit    uint64 // the leader's commit index
+	// MaxVoters caps the voters promotion makes (0: no cap). Members beyond
+	// it stay non-voters: they apply every entry, and one is promoted when a
+	// voter goes.
+	MaxVoters int
 }
 
 // reconciler holds what membership decisions remember between rounds: since
@@ -146,7 +152,7 @@ func (r *reconciler) plan(v membershipView, now time.Time) []action {
 			acts = append(acts, r.planJoin(m, now)...)
 		}
 	}
-	voters, healthy := 0, 0
+	voters, healthy, promoted := 0, 0, 0
 	for _, s := range v.Servers {
 		if s.Suffrage != raft.Voter {
 			continue
@@ -181,8 +187,9 @@ func (r *reconciler) plan(v membershipView, now time.Time) []action {
 			acts = append(acts, action{Kind: actMove, ID: id, Addr: m.Raft, Old: string(s.Address), Voter: s.Suffrage == raft.Voter})
 		default:
 			r.forget(id)
-			if s.Suffrage == raft.Nonvoter {
+			if s.Suffrage == raft.Nonvoter && (v.MaxVoters == 0 || voters+promoted < v.MaxVoters) {
 				acts = append(acts, action{Kind: actPromote, ID: id, Addr: string(s.Address), MinApplied: sub0(v.Commit, catchUpSlack)})
+				promoted++
 			}
 		}
 	}

@@ -73,6 +73,7 @@ func TestPlanMembership(t *testing.T) {
 		unreached map[string]time.Duration
 		departed  map[string]time.Duration // asked to be removed this long ago
 		commit    uint64
+		maxVoters int // a sharded cluster's map group caps its voters
 		want      []string
 	}{{
 		name:    "steady: every voter alive, nothing to do",
@@ -202,6 +203,34 @@ func TestPlanMembership(t *testing.T) {
 		unreached: map[string]time.Duration{"n2": time.Hour, "n3": time.Hour, "n4": time.Hour},
 		want:      []string{"warn quorum:n2", "warn quorum:n3", "remove n4"},
 	}, {
+		name:      "voters capped: a non-voter stays one while the cap's voters are alive",
+		servers:   []raft.Server{voter("n1"), voter("n2"), voter("n3"), voter("n4"), voter("n5"), nonvoter("n6")},
+		members:   []member{alive("n1"), alive("n2"), alive("n3"), alive("n4"), alive("n5"), alive("n6")},
+		maxVoters: 5,
+	}, {
+		name:      "voters capped: non-voters promoted up to the cap, in configuration order",
+		servers:   []raft.Server{voter("n1"), voter("n2"), voter("n3"), nonvoter("n4"), nonvoter("n5"), nonvoter("n6")},
+		members:   []member{alive("n1"), alive("n2"), alive("n3"), alive("n4"), alive("n5"), alive("n6")},
+		commit:    100,
+		maxVoters: 5,
+		want:      []string{"promote n4 at 36", "promote n5 at 36"},
+	}, {
+		name:      "voters capped: a dead voter within the timeout keeps its seat",
+		servers:   []raft.Server{voter("n1"), voter("n2"), voter("n3"), voter("n4"), voter("n5"), nonvoter("n6")},
+		members:   []member{alive("n1"), alive("n2"), alive("n3"), alive("n4"), dead("n5"), alive("n6")},
+		goneSince: map[string]time.Duration{"n5": time.Second},
+		unreached: map[string]time.Duration{"n5": time.Hour},
+		maxVoters: 5,
+	}, {
+		name:      "voters capped: a dead voter removed makes room for a non-voter",
+		servers:   []raft.Server{voter("n1"), voter("n2"), voter("n3"), voter("n4"), voter("n5"), nonvoter("n6")},
+		members:   []member{alive("n1"), alive("n2"), alive("n3"), alive("n4"), dead("n5"), alive("n6")},
+		goneSince: map[string]time.Duration{"n5": time.Hour},
+		unreached: map[string]time.Duration{"n5": time.Hour},
+		commit:    100,
+		maxVoters: 5,
+		want:      []string{"remove n5", "promote n6 at 36"},
+	}, {
 		name:      "the leader never removes itself, whatever gossip says",
 		servers:   []raft.Server{voter("n1"), voter("n2"), voter("n3")},
 		members:   []member{dead("n1"), alive("n2"), alive("n3")},
@@ -218,7 +247,7 @@ func TestPlanMembership(t *testing.T) {
 				r.noteDeparting(id, now.Add(-ago))
 			}
 			got := fmtActions(r.plan(membershipView{Self: "n1", Servers: tc.servers, Members: tc.members,
-				Unreached: tc.unreached, Commit: tc.commit}, now))
+				Unreached: tc.unreached, Commit: tc.commit, MaxVoters: tc.maxVoters}, now))
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("plan:\n got %q\nwant %q", got, tc.want)
 			}

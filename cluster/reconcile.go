@@ -97,6 +97,9 @@ func (n *Node) reconcile() {
 		Unreached: n.reach.unreachable(now),
 		Commit:    n.raft.CommitIndex(),
 	}
+	if n.clusterMap() != nil {
+		v.MaxVoters = mapGroupVoters
+	}
 	n.recMu.Lock()
 	acts := n.rec.plan(v, now)
 	n.recMu.Unlock()

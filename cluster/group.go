@@ -43,6 +43,7 @@ type group struct {
 	startIndex uint64 // last log index when the group started
 
 	prop       *proposer    // writes into log entries (proposer.go)
+	hold       *holdQueue   // writes waiting for a leader (hold.go)
 	reserved   atomic.Int64 // bytes admitted but not yet applied
 	reads      *reader      // the read index protocol (readindex.go)
 	leaderGate *gate        // read index rounds while leading
@@ -73,6 +74,7 @@ func newGroup(n *Node, id int, dir string) *group {
 		stop:       make(chan struct{}),
 		raftDown:   make(chan struct{}),
 	}
+	g.hold = newHoldQueue(g.dispatch, holdFor(n.cfg), g.stop)
 	cfg := n.cfg
 	opts := fsm.Options{SessionTTL: cfg.SessionTTL, Logger: cfg.Logger, MaxFormat: n.logFormat(), OnExpire: cfg.testOnExpire}
 	if id == 0 {

@@ -219,7 +219,7 @@ func (n *Node) Ready() bool {
 
 // shardsProblem says what keeps a sharded node's shards from serving: the
 // map not written yet (a node started with --shards), a shard the map places
-// here not open yet, without a leader, or halted.
+// here not open yet, not created yet, without a leader, or halted.
 func (n *Node) shardsProblem() string {
 	m := n.clusterMap()
 	if m == nil {
@@ -238,6 +238,9 @@ func (n *Node) shardsProblem() string {
 			return fmt.Sprintf("shard %d is not open here yet", s)
 		case g.fsm.Halted() != nil:
 			return fmt.Sprintf("shard %d: %v; stop the node and run `rookery recover --data-dir %s --shard %d`", s, g.fsm.Halted(), n.cfg.DataDir, s)
+		}
+		if !mg.Created {
+			return fmt.Sprintf("shard %d is being created: not every replica votes yet", s)
 		}
 		if id, _ := g.Leader(); id == "" || !slices.Contains(mg.Replicas, id) {
 			// A shard is in place once one of the replicas the map gives it

@@ -78,13 +78,15 @@ func (n *Node) SubmitTo(s int, cmd *fsm.Command) *Future {
 		fut.Resolve(nil, fmt.Errorf("%w: shard %d of %d", ErrNotHosted, s, m.Shards()))
 		return fut
 	}
+	if !m.Groups[s].Created {
+		// Not even on its creator: a write is taken once the shard has its
+		// replicas (control, shardloop.go).
+		fut.Resolve(nil, fmt.Errorf("%w: shard %d is not created yet", ErrNoLeader, s))
+		return fut
+	}
 	gid := groupOf(m, s)
 	if g := n.groupByID(gid); g != nil && n.wants(m, s) {
 		return g.submit(cmd)
-	}
-	if !m.Groups[s].Created {
-		fut.Resolve(nil, fmt.Errorf("%w: shard %d is not created yet", ErrNoLeader, s))
-		return fut
 	}
 	addrs := n.shardAddrs(m, s)
 	if len(addrs) == 0 {
@@ -96,20 +98,29 @@ func (n *Node) SubmitTo(s int, cmd *fsm.Command) *Future {
 }
 
 // submit queues a write to the group: proposed on its leader, forwarded to
-// it from a follower.
+// it from a follower, held while no leader is known (hold.go).
 func (g *group) submit(cmd *fsm.Command) *Future {
 	fut := NewFuture()
+	g.hold.submit(cmd, fut)
+	return fut
+}
+
+// dispatch proposes cmd here if this node leads, or forwards it to the
+// leader, and reports whether a leader was known.
+func (g *group) dispatch(cmd *fsm.Command, fut *Future) bool {
+	if g.raft == nil {
+		return false
+	}
 	if g.IsLeader() {
 		g.submitLocal(cmd, fut)
-		return fut
+		return true
 	}
 	_, addr := g.Leader()
 	if addr == "" {
-		fut.Resolve(nil, ErrNoLeader)
-		return fut
+		return false
 	}
 	g.forward(addr, cmd, fut)
-	return fut
+	return true
 }
 
 // submitLocal queues cmd for the proposer; the caller has checked leadership.

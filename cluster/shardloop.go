@@ -203,9 +203,11 @@ func (n *Node) raftAddrOf(id string) string {
 func (n *Node) control(m *fsm.Map) {
 	next := m.Clone()
 	changed := false
-	// Shards created: their creator's group leads.
+	// Shards created: their creator's group leads, with the replicas the map
+	// places as its voters. Until then the shard takes no write, so none is
+	// acknowledged by fewer replicas than the map asks for.
 	for s := range next.Groups {
-		if g := &next.Groups[s]; !g.Created && n.shardLeads(s, g.Creator) {
+		if g := &next.Groups[s]; !g.Created && n.shardLeads(s, g.Creator) && n.settled(s, g.Replicas) {
 			g.Created = true
 			changed = true
 		}
@@ -269,7 +271,8 @@ func (n *Node) proposeMap(m *fsm.Map) error {
 // createMap writes the cluster's first map, on group 0's leader of a node
 // started with --shards, once every member reads the map's log format: N
 // shards of contiguous slots, placed in turn over the live members, each to
-// be created by this node (group 0 keeps the map alone from then on).
+// be created by the member placed to lead it (group 0 keeps the map alone
+// from then on).
 func (n *Node) createMap() {
 	if n.entryCodec() < fsm.CodecV7 {
 		n.warnEvery("map-format", "not sharding yet: a member of the cluster reads only an older log format; upgrade every node")
@@ -287,8 +290,14 @@ func (n *Node) createMap() {
 	placed := initialPlacement(n.cfg.Shards, n.cfg.Replicas, nodes)
 	m := &fsm.Map{Version: 1, Replicas: n.cfg.Replicas}
 	for s, r := range slot.Ranges(n.cfg.Shards) {
+		// Each shard is created by the node meant to lead it, so that no
+		// leadership moves once the shards are ready.
+		creator := placed[s].Leader
+		if creator == "" {
+			creator = n.cfg.ID
+		}
 		g := fsm.MapGroup{First: r.First, Last: r.Last, Replicas: placed[s].Replicas, Leader: placed[s].Leader,
-			Creator: n.cfg.ID}
+			Creator: creator}
 		m.Groups = append(m.Groups, g)
 	}
 	if err := n.proposeMap(m); err != nil {

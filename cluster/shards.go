@@ -84,6 +84,9 @@ func (n *Node) mappedShards(m *fsm.Map) []ShardInfo {
 			}
 			sh.Replicas = append(sh.Replicas, r)
 		}
+		if !mg.Created {
+			sh.Leader = "" // it takes no write yet (SubmitTo)
+		}
 		out[s] = sh
 	}
 	return out

@@ -329,6 +329,7 @@ func (s *Server) ExecShard(ctx context.Context, sh int, args [][]byte, proto int
 		level = cluster.ReadStale
 	}
 	c := &conn{s: s, scoped: true, scope: sh, shard: -1, sess: session{proto: proto, authed: true, level: level}}
+	c.sess.conn = c // INFO asks its connection which shard it runs for
 	c.exec([][][]byte{args})
 	return c.out
 }

@@ -314,7 +314,7 @@ func TestGossipKeyKeepsStrangersOut(t *testing.T) {
 		l := leader()
 		return l != nil && l.voters() == 4
 	})
-	time.Sleep(2 * time.Second)
+	waitRounds(t, leader(), 3) // rounds that would have let a stranger in
 	l := leader()
 	if l == nil {
 		t.Fatal("no leader")

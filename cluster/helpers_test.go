@@ -317,3 +317,13 @@ func (tc *testCluster) mustWrite(c *fsm.Command) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// waitRounds waits until leader l has run n more membership rounds than when
+// called: long enough for whatever a round would do to have been done.
+func waitRounds(t *testing.T, l *Node, n uint64) {
+	t.Helper()
+	from := l.reconciled.Load()
+	eventually(t, 30*time.Second, fmt.Sprintf("%d membership rounds on %s", n, l.ID()), func() bool {
+		return l.reconciled.Load() >= from+n
+	})
+}

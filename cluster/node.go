@@ -41,6 +41,9 @@ type Node struct {
 	memMu sync.Mutex
 	// regossipMu serializes regossip (heal.go).
 	regossipMu sync.Mutex
+	// reconciled counts the membership rounds this node ran as leader, so
+	// tests can wait for rounds instead of sleeping.
+	reconciled atomic.Uint64
 	memTable   map[string]member // by id, from gossip events
 
 	peersMu sync.Mutex

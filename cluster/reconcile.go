@@ -104,6 +104,7 @@ func (n *Node) reconcile() {
 	acts := n.rec.plan(v, now)
 	n.recMu.Unlock()
 	n.membershipExec().run(acts)
+	n.reconciled.Add(1)
 }
 
 // membershipExec is the node's executor of membership plans.

@@ -321,7 +321,7 @@ func TestForgedGossipChangesNothing(t *testing.T) {
 			eventually(t, 10*time.Second, "the forgers to be known to gossip", func() bool {
 				return l.ml.NumMembers() >= 3+len(forged)
 			})
-			time.Sleep(3 * time.Second) // several reconcile rounds
+			waitRounds(t, l, 3) // rounds that would have acted on the forged members
 			_, l = tc.leader(5 * time.Second)
 			after := l.raft.GetConfiguration().Configuration().Servers
 			if fmt.Sprint(after) != fmt.Sprint(before) {

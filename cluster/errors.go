@@ -1,6 +1,10 @@
 package cluster
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/rookerydb/rookery/fsm"
+)
 
 // Class is what an error tells the caller of a write about it. Every error
 // the package returns from a write is in exactly one class, decided here,
@@ -67,6 +71,7 @@ var Contract = []ErrorKind{
 	{ErrNeedsUpgrade, ClassRefused, codeNeedsUpgrade, "ERR", ""},
 	{ErrRemoved, ClassNotApplied, codeRemoved, "REMOVED", ""},
 	{ErrNotHosted, ClassNotApplied, codeNotHosted, "TRYAGAIN", ""},
+	{fsm.ErrMapGroup, ClassNotApplied, codeMapGroup, "TRYAGAIN", ""},
 	{ErrIndeterminate, ClassIndeterminate, codeIndeterminate, "INDETERMINATE", ""},
 }
 

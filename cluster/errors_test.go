@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/rookerydb/rookery/fsm"
 )
 
 // TestContractOnTheWire: every error of the contract crosses the node-to-node
@@ -11,7 +13,8 @@ import (
 // and the wire codes are those every earlier build sends.
 func TestContractOnTheWire(t *testing.T) {
 	wire := map[error]byte{ErrNoLeader: 1, ErrNotLeader: 2, ErrIndeterminate: 3, ErrShutdown: 4, ErrTooLarge: 5,
-		ErrDiskFull: 7, ErrDiskError: 8, ErrNeedsUpgrade: 9, ErrRemoved: 10, ErrNotHosted: 11}
+		ErrDiskFull: 7, ErrDiskError: 8, ErrNeedsUpgrade: 9, ErrRemoved: 10, ErrNotHosted: 11,
+		fsm.ErrMapGroup: 12}
 	if len(wire) != len(Contract) {
 		t.Fatalf("%d errors in the contract, %d pinned here: pin the new one's code", len(Contract), len(wire))
 	}

@@ -226,7 +226,9 @@ func (n *Node) Ready() bool {
 func (n *Node) shardsProblem() string {
 	m := n.clusterMap()
 	if m == nil {
-		if n.cfg.Shards > 0 {
+		if n.cfg.Shards > 0 && n.fsm.Len() == 0 {
+			// (A cluster that held filters before --shards stays one group
+			// and serves: createMap.)
 			return "waiting for the cluster's map of shards"
 		}
 		return ""

@@ -67,6 +67,7 @@ const (
 	codeNeedsUpgrade  byte = 9  // body: message
 	codeRemoved       byte = 10 // body: message
 	codeNotHosted     byte = 11 // body: message
+	codeMapGroup      byte = 12 // body: message
 )
 
 const (

@@ -278,6 +278,13 @@ func (n *Node) createMap() {
 		n.warnEvery("map-format", "not sharding yet: a member of the cluster reads only an older log format; upgrade every node")
 		return
 	}
+	if n.fsm.Len() > 0 {
+		// Sharding now would hide every filter the one group holds (the
+		// state machine refuses such a map too: fsm.ErrHoldsFilters).
+		n.warnEvery("shards-legacy", "not sharding: this cluster holds filters in one group, and shards are chosen only when a cluster bootstraps; serving the one group unchanged (docs/SHARDING.md)",
+			"filters", n.fsm.Len())
+		return
+	}
 	var nodes []string
 	for _, m := range n.members() {
 		if m.state == memberlist.StateAlive {

@@ -243,6 +243,15 @@ var (
 	// ErrStaleMap answers an OpSetMap whose version is not one more than the
 	// map held: another controller changed it first.
 	ErrStaleMap = errors.New("the cluster map changed meanwhile")
+	// ErrMapGroup answers a filter command that reached a sharded cluster's
+	// map group (group 0 once it holds a map) from a node that had not yet
+	// learned the map: the map group keeps the map alone, so nothing is
+	// applied and the writer retries on the key's shard.
+	ErrMapGroup = errors.New("this group holds the cluster map, not filters")
+	// ErrHoldsFilters answers the first OpSetMap of a group that holds
+	// filters: a cluster is sharded when it bootstraps, never over the
+	// filters of a cluster of one group, which would be hidden.
+	ErrHoldsFilters = errors.New("the cluster holds filters in one group: shards are chosen when a cluster bootstraps")
 	// ErrSessionExpired answers a request whose session sequence number is older
 	// than the results the session table still keeps: it may have been applied,
 	// and it is not applied again.

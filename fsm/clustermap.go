@@ -243,6 +243,9 @@ func (f *FSM) applySetMap(c *Command) *Result {
 	if m.Version != want {
 		return &Result{Err: ErrStaleMap}
 	}
+	if cur == nil && f.Len() > 0 {
+		return &Result{Err: ErrHoldsFilters}
+	}
 	f.cmap.Store(m)
 	if f.onMap != nil {
 		f.onMap(m)

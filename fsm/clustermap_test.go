@@ -138,3 +138,39 @@ func TestApplySetMap(t *testing.T) {
 		t.Fatalf("a snapshot with a map is version %d", v)
 	}
 }
+
+// TestMapGroupHoldsTheMapAlone: a group that holds filters never takes a
+// first map (sharding them would hide them), and a group that holds the map
+// refuses every filter write, changing nothing, whoever sent it.
+func TestMapGroupHoldsTheMapAlone(t *testing.T) {
+	legacy := newHarness(t)
+	legacy.ok(add(FamilyBF, "kept", "x"))
+	first := sampleMap()
+	first.Version = 1
+	if r := legacy.apply(setMap(first)); !errors.Is(r.Err, ErrHoldsFilters) || legacy.f.Map() != nil {
+		t.Fatalf("first map over a group holding filters: %v, map %v", r.Err, legacy.f.Map())
+	}
+	if !legacy.exists(FamilyBF, "kept", "x") {
+		t.Fatal("the refused map changed the filters")
+	}
+
+	h := newHarness(t)
+	h.ok(setMap(first))
+	writes := []*Command{
+		add(FamilyBF, "k", "x"), add(FamilyCF, "c", "x"), reserve(FamilyBF, "r", bfSpec(100, 0.01, 2)),
+		{Op: OpFlush}, {Op: OpDelKeys, Keys: []string{"k"}},
+	}
+	for _, c := range writes {
+		c.Session = Session{ClientID: 7, Seq: 1}
+		if r := h.apply(c); !errors.Is(r.Err, ErrMapGroup) {
+			t.Fatalf("op %d on the map group: %v", c.Op, r.Err)
+		}
+	}
+	if h.f.Len() != 0 || h.f.MemoryBytes() != 0 {
+		t.Fatalf("the map group holds %d filters, %d bytes", h.f.Len(), h.f.MemoryBytes())
+	}
+	// The refusal travels between nodes as itself.
+	if r, err := DecodeResult(EncodeResult(&Result{Err: ErrMapGroup})); err != nil || !errors.Is(r.Err, ErrMapGroup) {
+		t.Fatalf("decoded %v %v", r, err)
+	}
+}

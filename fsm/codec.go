@@ -679,7 +679,7 @@ var resultErrs = []error{
 	nil, ErrNotFound, ErrExists, ErrWrongType, ErrFull, ErrMaxExpansions,
 	ErrNonScalingFull, ErrBadPosition, ErrBadData, ErrBadSpec, ErrSessionExpired,
 	ErrBadExpire, ErrChunkOutside, ErrChunkTooBig, ErrBadHeader, ErrCannotGrow,
-	ErrOutOfMemory, ErrStaleMap,
+	ErrOutOfMemory, ErrStaleMap, ErrMapGroup, ErrHoldsFilters,
 }
 
 const resultStopped = 1 << 0

@@ -234,6 +234,11 @@ func (f *FSM) applyCommand(c *Command) *Result {
 	f.sessions.advance(c.Time)
 	f.expireDue()
 	f.ageDue()
+	if f.cmap.Load() != nil && touchesFilters(c.Op) {
+		// A write sent here by a node that had not learned the map: kept
+		// here, no read would ever find it (reads go to the key's shard).
+		return &Result{Err: ErrMapGroup}
+	}
 	if c.Session.Seq == 0 {
 		return f.dispatch(c)
 	}
@@ -243,6 +248,16 @@ func (f *FSM) applyCommand(c *Command) *Result {
 	r := f.dispatch(c)
 	f.sessions.store(c.Session, c.Time, r)
 	return r
+}
+
+// touchesFilters reports whether op creates, changes or removes filters:
+// what a group holding the cluster map refuses.
+func touchesFilters(op Op) bool {
+	switch op {
+	case OpSetMap, OpExpireTick:
+		return false
+	}
+	return true
 }
 
 func (f *FSM) dispatch(c *Command) *Result {

@@ -475,3 +475,32 @@ func tail(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// TestShardsFlagKeepsAOneGroupCluster: a node of a cluster of one group that
+// holds filters, restarted with --shards, keeps serving them as they are
+// (shards are chosen when a cluster bootstraps) and says why it does not
+// shard; sharding it would hide every filter it holds.
+func TestShardsFlagKeepsAOneGroupCluster(t *testing.T) {
+	dir := t.TempDir()
+	p := devNode(t, dir)
+	if err := p.client(2).BFAdd(bg(), "kept", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.stop(syscall.SIGTERM, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p = devNode(t, dir, "--shards", "4")
+	c := p.client(2)
+	if ok, err := c.BFExists(bg(), "kept", "x").Result(); err != nil || !ok {
+		t.Fatalf("BF.EXISTS kept x after a restart with --shards: %v %v", ok, err)
+	}
+	if err := c.BFAdd(bg(), "new", "y").Err(); err != nil {
+		t.Fatalf("BF.ADD after a restart with --shards: %v", err)
+	}
+	if n, err := c.DBSize(bg()).Result(); err != nil || n != 2 {
+		t.Fatalf("DBSIZE %d %v", n, err)
+	}
+	eventually(t, 10*time.Second, "the node to say why it does not shard", func() bool {
+		return strings.Contains(p.Logs(), "not sharding: this cluster holds filters in one group")
+	})
+}

@@ -114,7 +114,7 @@ func (c *Client) runNumbered(ctx context.Context, reqs []*request) {
 		r.key = Key{Session: s.id, Seq: s.next()}
 		used++
 	}
-	c.run(ctx, c.routeFor(ctx, write), reqs)
+	c.run(ctx, c.routeFor(ctx, write, reqs), reqs)
 }
 
 // BFAdd queues BF.ADD (Client.BFAdd).

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 )
 
@@ -55,17 +56,38 @@ func (r *request) fail(stop error) {
 type route struct {
 	write bool      // to the leader (writes, and pipelines holding one)
 	level ReadLevel // for reads elsewhere
+	// slots are the distinct hash slots of the requests' keys when each
+	// request has one key: they go to the shard that holds them all, if one
+	// does. Empty when a request has no key or several.
+	slots []int
 }
 
-func (c *Client) routeFor(ctx context.Context, write bool) route {
+func (c *Client) routeFor(ctx context.Context, write bool, reqs []*request) route {
+	rt := route{write: write, slots: slotsOf(reqs)}
 	if write {
-		return route{write: true}
+		return rt
 	}
-	level := c.opts.ReadLevel
+	rt.level = c.opts.ReadLevel
 	if l, ok := ctx.Value(levelKey{}).(ReadLevel); ok {
-		level = l
+		rt.level = l
 	}
-	return route{level: level}
+	return rt
+}
+
+// slotsOf lists the distinct slots of reqs' keys, or nil if one of them has
+// no key or several.
+func slotsOf(reqs []*request) []int {
+	var slots []int
+	for _, r := range reqs {
+		key, ok := commandKey(r.args)
+		if !ok {
+			return nil
+		}
+		if s := keySlot(key); !slices.Contains(slots, s) {
+			slots = append(slots, s)
+		}
+	}
+	return slots
 }
 
 // errRetries is why a call stopped when its retries ran out.
@@ -90,7 +112,7 @@ func (c *Client) run(ctx context.Context, rt route, reqs []*request) {
 	pending := reqs
 	outs := make([]outcome, len(reqs))
 	for {
-		n, stop := a.pick(ctx)
+		n, sh, stop := a.pick(ctx)
 		if stop != nil {
 			failAll(pending, stop)
 			return
@@ -111,7 +133,7 @@ func (c *Client) run(ctx context.Context, rt route, reqs []*request) {
 			}
 			continue
 		}
-		if err := a.retry(ctx, n, lost); err != nil {
+		if err := a.retry(ctx, n, sh, lost); err != nil {
 			failAll(pending, err)
 			return
 		}
@@ -127,24 +149,26 @@ type attempts struct {
 	retries int
 }
 
-// pick chooses the node of the next attempt, or says why there is none.
-func (a *attempts) pick(ctx context.Context) (*node, error) {
+// pick chooses the node of the next attempt, and for a write sent to a
+// shard's leader that shard, or says why there is none.
+func (a *attempts) pick(ctx context.Context) (*node, *shard, error) {
 	switch {
 	case a.c.closed.Load():
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	case ctx.Err() != nil:
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	var n *node
+	var sh *shard
 	if a.rt.write {
-		n = a.c.pickWrite(a.skip)
+		n, sh = a.c.pickWrite(a.rt.slots, a.skip)
 	} else {
-		n = a.c.pickRead(a.skip)
+		n = a.c.pickRead(a.rt.slots, a.skip)
 	}
 	if n == nil {
-		return nil, a.down
+		return nil, nil, a.down
 	}
-	return n, nil
+	return n, sh, nil
 }
 
 // unreachable takes in a node that could not be reached (nothing was sent)
@@ -167,20 +191,25 @@ func (a *attempts) unreachable(n *node, err error, pending []*request) bool {
 	}
 	a.skip[n] = true
 	n.markDown()
-	a.c.forgetLeader(n.addr)
+	a.c.forgetNode(n.addr)
 	a.down = append(a.down, &NodeError{Addr: n.addr, Err: err})
 	return true
 }
 
 // retry spends a retry after an attempt that reached n without settling
-// everything, pausing as the policy says; its error is why the call stops.
-func (a *attempts) retry(ctx context.Context, n *node, lost bool) error {
+// everything, pausing as the policy says; its error is why the call stops. A
+// write's failure drops n as the leader of sh (of the cluster, for nil) and
+// a read's has the map refreshed, so that the next attempts follow a leader
+// that changed.
+func (a *attempts) retry(ctx context.Context, n *node, sh *shard, lost bool) error {
 	a.retries++
 	if a.retries > a.c.opts.Retries {
 		return errRetries
 	}
 	if a.rt.write {
-		a.c.forgetLeader(n.addr)
+		a.c.forgetLeader(n.addr, sh)
+	} else {
+		a.c.kickRefresh()
 	}
 	if lost || !a.rt.write {
 		// A node that took a request and gave no answer (or could not serve
@@ -189,7 +218,7 @@ func (a *attempts) retry(ctx context.Context, n *node, lost bool) error {
 	}
 	// A read moves to the next node at once, and pauses only when it has been
 	// round them all; a write waits for an election to end.
-	if a.rt.write || a.retries%a.c.nodeCount() == 0 {
+	if a.rt.write || a.retries%a.c.readRound(a.rt.slots) == 0 {
 		return a.c.backoff(ctx, a.retries)
 	}
 	return nil
@@ -241,12 +270,6 @@ func settle(addr string, reqs []*request, outs []outcome) (next []*request, lost
 	return next, lost, dialErr
 }
 
-func (c *Client) nodeCount() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.order)
-}
-
 // call runs one request: a write under the context's Key or a session of the
 // pool, a read at the context's level.
 func (c *Client) call(ctx context.Context, r *request) error {
@@ -262,7 +285,8 @@ func (c *Client) call(ctx context.Context, r *request) error {
 			r.key = Key{Session: s.id, Seq: s.next()}
 		}
 	}
-	c.run(ctx, c.routeFor(ctx, r.write), []*request{r})
+	reqs := []*request{r}
+	c.run(ctx, c.routeFor(ctx, r.write, reqs), reqs)
 	return r.err
 }
 

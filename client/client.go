@@ -67,7 +67,8 @@ type Options struct {
 	RetryBackoff time.Duration
 	// PoolSize is the most connections open per node and read level [10 per CPU].
 	PoolSize int
-	// RefreshInterval is how often the client re-reads the cluster's members [5s].
+	// RefreshInterval is how often the client re-reads the cluster's members
+	// and slot map [5s].
 	RefreshInterval time.Duration
 	// Dialer, when set, opens every connection to a node instead of a plain
 	// TCP dial: a tunnel, a proxy, or a test that breaks connections. With TLS
@@ -88,6 +89,7 @@ type Client struct {
 	nodes  map[string]*node // by RESP address
 	order  []string         // read rotation
 	leader string           // RESP address, "" when unknown
+	slots  *slotMap         // nil when unknown (a build before shards)
 
 	rr      atomic.Uint64
 	kick    chan struct{} // asks the refresh loop to run now
@@ -249,9 +251,59 @@ func (c *Client) refresh(ctx context.Context) error {
 			continue
 		}
 		c.learn(o.rep.str)
+		c.learnSlots(ctx, n)
 		return nil
 	}
 	return &callError{class: ErrUnavailable, cmd: "CLUSTER MEMBERS", cause: errs}
+}
+
+// learnSlots asks n for the slot map: CLUSTER SHARDS, or CLUSTER SLOTS if n
+// does not know it. A node that knows neither (a build before shards) leaves
+// the client without a map; one that fails to answer leaves the map as it was,
+// for the next refresh to settle.
+func (c *Client) learnSlots(ctx context.Context, n *node) {
+	outs := make([]outcome, 1)
+	var m *slotMap
+	for _, sub := range []string{"SHARDS", "SLOTS"} {
+		n.lin.exchange(ctx, []*request{{args: []string{"CLUSTER", sub}}}, outs)
+		o := outs[0]
+		if o.err != nil {
+			return
+		}
+		if o.rep.isError() {
+			if strings.Contains(strings.ToLower(o.rep.str), "unknown subcommand") {
+				continue
+			}
+			return
+		}
+		var err error
+		if sub == "SHARDS" {
+			m, err = parseShards(o.rep)
+		} else {
+			m, err = parseSlots(o.rep)
+		}
+		if err != nil {
+			return
+		}
+		break
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m != nil {
+		for _, sh := range m.shards {
+			live := sh.replicas[:0]
+			for _, a := range sh.replicas {
+				if c.nodes[a] != nil {
+					live = append(live, a)
+				}
+			}
+			sh.replicas = live
+			if c.nodes[sh.leader] == nil {
+				sh.leader = ""
+			}
+		}
+	}
+	c.slots = m
 }
 
 // members asks n for CLUSTER MEMBERS, or CLUSTER NODES if n is of a build
@@ -301,43 +353,107 @@ func (c *Client) refreshLoop() {
 	}
 }
 
-// forgetLeader drops the leader and has the refresh loop look for it.
-func (c *Client) forgetLeader(addr string) {
+// forgetLeader drops addr as the leader of sh (of the cluster, for nil) and
+// has the refresh loop look for the new one.
+func (c *Client) forgetLeader(addr string, sh *shard) {
+	c.mu.Lock()
+	switch {
+	case sh != nil && sh.leader == addr:
+		sh.leader = ""
+	case sh == nil && c.leader == addr:
+		c.leader = ""
+	}
+	c.mu.Unlock()
+	c.kickRefresh()
+}
+
+// forgetNode drops addr as the leader of the cluster and of every shard (it
+// could not be reached) and has the refresh loop look for new ones.
+func (c *Client) forgetNode(addr string) {
 	c.mu.Lock()
 	if c.leader == addr {
 		c.leader = ""
 	}
+	if c.slots != nil {
+		for _, sh := range c.slots.shards {
+			if sh.leader == addr {
+				sh.leader = ""
+			}
+		}
+	}
 	c.mu.Unlock()
+	c.kickRefresh()
+}
+
+// kickRefresh has the refresh loop run now.
+func (c *Client) kickRefresh() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
 	}
 }
 
-// pickWrite chooses where a write goes: the leader if it is known and was not
-// found unreachable in this call, else any other node (which forwards writes
-// to the leader), those that have not failed lately first. Nil when every node
-// was unreachable in this call.
-func (c *Client) pickWrite(skip map[*node]bool) *node {
+// shardFor returns the shard that holds every slot of slots, or nil when
+// there are none, the map is unknown or they are spread over several shards.
+// Called with mu held.
+func (c *Client) shardFor(slots []int) *shard {
+	if len(slots) == 0 || c.slots == nil {
+		return nil
+	}
+	sh := c.slots.shardOf(slots[0])
+	for _, s := range slots[1:] {
+		if c.slots.shardOf(s) != sh {
+			return nil
+		}
+	}
+	return sh
+}
+
+// pickWrite chooses where a write goes: the leader of its shard (of the
+// cluster, for a write of no one shard, or when the shard's leader is
+// unknown) if it is known and was not found unreachable in this call, else
+// any other node (which forwards writes to the leader), those that have not
+// failed lately first. Nil when every node was unreachable in this call. It
+// also returns the shard it routed by, nil if none.
+func (c *Client) pickWrite(slots []int, skip map[*node]bool) (*node, *shard) {
 	c.mu.Lock()
-	l := c.nodes[c.leader]
+	sh := c.shardFor(slots)
+	var l *node
+	if sh != nil && sh.leader != "" {
+		l = c.nodes[sh.leader]
+	} else {
+		l, sh = c.nodes[c.leader], nil
+	}
 	c.mu.Unlock()
 	if l != nil && !skip[l] && !l.down(time.Now().UnixNano()) {
-		return l
+		return l, sh
 	}
-	return c.pickRead(skip)
+	return c.pickRead(nil, skip), nil
 }
 
 // pickRead chooses the next node of the read rotation that was not found
-// unreachable in this call, preferring those that have not failed lately.
-func (c *Client) pickRead(skip map[*node]bool) *node {
+// unreachable in this call, preferring those that have not failed lately:
+// the rotation of the replicas of the shard that holds slots, or of every
+// node when there is no such shard or none of its replicas is left.
+func (c *Client) pickRead(slots []int, skip map[*node]bool) *node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now().UnixNano()
+	if sh := c.shardFor(slots); sh != nil {
+		if n := c.pickFrom(sh.replicas, skip, now); n != nil {
+			return n
+		}
+	}
+	return c.pickFrom(c.order, skip, now)
+}
+
+// pickFrom is the next node of addrs in the rotation, as pickRead chooses.
+// Called with mu held.
+func (c *Client) pickFrom(addrs []string, skip map[*node]bool, now int64) *node {
 	var fallback *node
-	for range c.order {
-		n := c.nodes[c.order[int(c.rr.Add(1)%uint64(len(c.order)))]]
-		if skip[n] {
+	for range addrs {
+		n := c.nodes[addrs[int(c.rr.Add(1)%uint64(len(addrs)))]]
+		if n == nil || skip[n] {
 			continue
 		}
 		if !n.down(now) {
@@ -348,6 +464,17 @@ func (c *Client) pickRead(skip map[*node]bool) *node {
 		}
 	}
 	return fallback
+}
+
+// readRound is how many nodes a read of slots goes round before it pauses:
+// the replicas of its shard, or every node.
+func (c *Client) readRound(slots []int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sh := c.shardFor(slots); sh != nil && len(sh.replicas) > 0 {
+		return len(sh.replicas)
+	}
+	return len(c.order)
 }
 
 // backoff sleeps before retry attempt (1, 2, ...), or returns why it cannot.

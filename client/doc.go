@@ -12,18 +12,36 @@
 // # Connecting
 //
 // New takes the RESP addresses of some nodes, learns the others and the leader
-// from them (CLUSTER MEMBERS, re-read every RefreshInterval and after a failure),
-// and fails only if none answers. Options.Password is sent with AUTH on every
+// from them (CLUSTER MEMBERS), and the slot map of a sharded cluster (CLUSTER
+// SHARDS, or CLUSTER SLOTS of a node without it), all re-read every
+// RefreshInterval and after a failure, and fails only if none answers. Options.Password is sent with AUTH on every
 // connection; Options.TLS, or Options.CAFile (with CertFile and KeyFile for
 // --tls-client-auth), reaches nodes started with --resp-tls.
 //
 // # Routing
 //
-// Writes go to the leader; reads go to every node in turn, since every node
-// serves linearizable reads. Each read names its consistency: linearizable by
-// default, or stale with WithReadLevel(ctx, ReadStale), which reads the serving
-// node's local state without a round trip to the leader (the server's
-// READONLY).
+// A sharded cluster (nodes started with --shards) splits Redis Cluster's
+// 16,384 hash slots among shards, each a Raft group of a few replicas; a key's
+// slot is CRC16 of the key, or of its {hash tag}, mod 16384, as in Redis
+// Cluster. A command on one key (every filter command, TYPE, EXISTS or DEL
+// of one key) goes to the shard that holds the key's slot: a write to the
+// shard's leader, a read to the shard's replicas in turn, since each of them
+// serves linearizable reads and only they hold the shard's data. So does a
+// pipeline whose keys are all in one shard. Everything else goes as on a
+// cluster of one shard: writes to the cluster's leader, reads to every node
+// in turn. A node that is not the right one still serves any command (it
+// forwards it, at the cost of a hop, and never answers MOVED), so a map that
+// is out of date, or not known at all (a build before shards), costs time,
+// never a wrong answer: a write whose shard has no known leader goes to the
+// cluster's leader, or any node. A write that a shard's leader fails (not
+// reachable, CLUSTERDOWN, TRYAGAIN, a lost reply) drops it as the leader and
+// has the map re-read at once, so the write's retries, with the same session
+// and sequence number, reach the shard's new leader once it is known. A
+// cluster started without --shards is one shard of every slot.
+//
+// Each read names its consistency: linearizable by default, or stale with
+// WithReadLevel(ctx, ReadStale), which reads the serving node's local state
+// without a round trip to the leader (the server's READONLY).
 //
 // # Errors
 //
@@ -64,7 +82,8 @@
 //     LOADING) is retried after a pause of RetryBackoff, doubling to a second,
 //     at most Retries times (about 15 s with the defaults, enough for an
 //     election): ErrUnavailable after that. A read goes to the next node at
-//     once instead, and pauses only when it has been round them all.
+//     once instead (the next replica of its shard, for a read of one key),
+//     and pauses only when it has been round them all.
 //   - A write sent whose reply was lost (connection reset, ReadTimeout) or
 //     answered INDETERMINATE is sent again with the same session and sequence
 //     number, counted in Retries too; the first answer that comes back is the

@@ -265,6 +265,28 @@ func ExampleClient_Pipeline() {
 	// Output: true [true false] [true false]
 }
 
+// On a sharded cluster (--shards), keys that share a {hash tag} share a slot
+// and so a shard: a pipeline over them goes straight to that shard's leader,
+// one round trip and no forwarding hop, where one over keys of several shards
+// goes to the cluster's leader, which forwards each command to its shard.
+func ExamplePipeline_hashTag() {
+	ctx := context.Background()
+	c, err := client.New(ctx, client.Options{Addrs: []string{nodeAddr}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	p := c.Pipeline()
+	following := p.BFAdd("{user1000}.following", "user2000")
+	followers := p.BFAdd("{user1000}.followers", "user3000")
+	if err := p.Exec(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(following.Val(), followers.Val())
+	// Output: true true
+}
+
 // Reads are linearizable unless the context asks for the serving node's local
 // state, which costs no round trip to the leader and may miss the latest
 // writes.

@@ -7,13 +7,15 @@ import (
 
 // Pipeline queues commands and sends them together: Exec writes them all in
 // one go on one connection and reads their answers in order, one round trip
-// in all. With a write among them they go to the leader, each write under its
+// in all. With a write among them they go to the leader (the shard's, when
+// every command is on a key of one shard), each write under its
 // own session and sequence number (consecutive ones in a session the pipeline
 // holds while it runs), so a pipeline retried after a lost connection or a
 // leader change still applies each write exactly once, and its reads (then
 // linearizable, whatever the context's level) see its earlier writes. Without
-// writes they go to the next node of the read rotation at the context's read
-// level.
+// writes they go to the next node of the read rotation (the shard's
+// replicas, when every command is on a key of one shard) at the context's
+// read level.
 //
 // The node applies a pipeline's writes in order but not atomically: another
 // client's writes may come in between, and after a failure some may have been
@@ -114,7 +116,7 @@ func (c *Client) runNumbered(ctx context.Context, reqs []*request) {
 		r.key = Key{Session: s.id, Seq: s.next()}
 		used++
 	}
-	c.run(ctx, c.routeFor(ctx, write), reqs)
+	c.run(ctx, c.routeFor(ctx, write, reqs), reqs)
 }
 
 // BFAdd queues BF.ADD (Client.BFAdd).

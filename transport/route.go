@@ -48,15 +48,17 @@ var spread = map[string]int{
 
 // keysOf lists the key arguments of a command (its table's firstKey,
 // lastKey and step; IDEM's are its inner command's), with their indexes in
-// args.
+// args. IDEM is told by its first argument, not by def: the op of IDEM
+// carries its inner command's def (parseIdem), and its keys come after
+// IDEM's session and sequence number.
 func (s *Server) keysOf(def *command, args [][]byte) (idx []int) {
 	base := 0
-	if def.name == "idem" && len(args) > 3 {
-		inner, err := s.resolve(args[3:])
+	if len(args) > idemPrefix && keyword(args[0], "IDEM") {
+		inner, err := s.resolve(args[idemPrefix:])
 		if inner == nil || err != nil {
 			return nil
 		}
-		def, base = inner, 3
+		def, base = inner, idemPrefix
 	}
 	if def.firstKey <= 0 {
 		return nil
@@ -74,8 +76,8 @@ func (s *Server) keysOf(def *command, args [][]byte) (idx []int) {
 
 // innerName is the command IDEM wraps, or the command's own name.
 func (s *Server) innerName(def *command, args [][]byte) string {
-	if def.name == "idem" && len(args) > 3 {
-		if inner, err := s.resolve(args[3:]); inner != nil && err == nil {
+	if len(args) > idemPrefix && keyword(args[0], "IDEM") {
+		if inner, err := s.resolve(args[idemPrefix:]); inner != nil && err == nil {
 			return inner.name
 		}
 	}
@@ -200,8 +202,8 @@ func (c *conn) infoFanOut(o op, want map[string]bool, all bool, start time.Time)
 func (c *conn) split(o op, args [][]byte, shards map[int][]int, start time.Time) {
 	c.drain()
 	prefix := 1
-	if o.def.name == "idem" {
-		prefix = 4
+	if len(args) > idemPrefix && keyword(args[0], "IDEM") {
+		prefix += idemPrefix // the op's def is the inner command's (parseIdem)
 	}
 	total := int64(0)
 	var failed []byte

@@ -9,6 +9,7 @@
 //	rookery recover --data-dir DIR [...]         recover a damaged node, or a lost quorum (--peers)
 //	rookery members | status | wait              the cluster and a node, from its HTTP API
 //	rookery raft list-peers|remove-peer|transfer-leader   the Raft configuration
+//	rookery shards | node drain ID               a sharded cluster's shards; move replicas off a node
 //	rookery import --key NAME [FILE...]          load keys, one per line, into a filter
 //	rookery migrate --from URL                   copy the filters of a Redis with RedisBloom
 //	rookery version                              version, commit and Go version

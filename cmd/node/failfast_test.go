@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rookerydb/rookery/cmd/node/internal/datadir"
 	"github.com/rookerydb/rookery/internal/nodeproc"
 )
 
@@ -90,7 +91,7 @@ func TestDataDirOwnedAndLocked(t *testing.T) {
 
 	// A data directory from before the id was recorded takes the id it is
 	// started with, then keeps it.
-	if err := os.Remove(filepath.Join(dir, identityFile)); err != nil {
+	if err := os.Remove(filepath.Join(dir, datadir.IdentityFile)); err != nil {
 		t.Fatal(err)
 	}
 	p.restart()

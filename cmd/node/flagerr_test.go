@@ -124,7 +124,7 @@ func FuzzFlagErrors(f *testing.F) {
 		if err == nil || errors.Is(err, flag.ErrHelp) {
 			return
 		}
-		if msg := watch.explain(args, err).Error(); !strings.Contains(msg, "-") {
+		if msg := watch.Explain(args, err).Error(); !strings.Contains(msg, "-") {
 			t.Errorf("%q: %q names no flag", args, msg)
 		}
 	})

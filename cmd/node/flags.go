@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rookerydb/rookery/cmd/node/internal/flagerr"
 	"github.com/rookerydb/rookery/internal/mutant"
 	"github.com/rookerydb/rookery/transport"
 )
@@ -149,7 +150,7 @@ func parseOptions(args []string, env func(string) (string, bool), out io.Writer)
 			writeHelp(out)
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w\n%s", watch.explain(args, err), helpHint)
+		return nil, fmt.Errorf("%w\n%s", watch.Explain(args, err), helpHint)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q\n%s", fs.Arg(0), helpHint)
@@ -167,7 +168,7 @@ func parseOptions(args []string, env func(string) (string, bool), out io.Writer)
 		name := envName(f.Name)
 		if v, ok := env(name); ok {
 			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, envValueError(name, v, err))
+				errs = append(errs, flagerr.EnvValueError(name, v, err))
 			}
 		}
 	})
@@ -395,7 +396,7 @@ func checkEnviron(fs *flag.FlagSet, env []string) error {
 			if credential && (securitySwitches[f] || !isCredential(e)) || hiddenFlags[f] {
 				continue
 			}
-			if d := editDistance(name, e); dist < 0 || d < dist || d == dist && e < best {
+			if d := flagerr.Distance(name, e); dist < 0 || d < dist || d == dist && e < best {
 				best, dist = e, d
 			}
 		}
@@ -408,25 +409,33 @@ func checkEnviron(fs *flag.FlagSet, env []string) error {
 	return errors.New(strings.Join(errs, "\n"))
 }
 
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+// toolOnly are the names of the tools' flags that a node does not take, with
+// what the node takes instead. A user who guesses one (--password,
+// ROOKERY_PASSWORD) gets this, never the nearest spelling.
+var toolOnly = map[string]string{
+	"password": "a node's password is --requirepass (ROOKERY_REQUIREPASS)",
+	"cacert":   "a node's CA is --tls-ca (ROOKERY_TLS_CA)",
+	"addr":     "a node listens on --resp-addr, --http-addr, --raft-addr and --gossip-addr (ROOKERY_RESP_ADDR, ...)",
+}
+
+// toolNames are the tools that read toolOnly's flags and variables.
+const toolNames = "the tools (rookery members, status, wait, raft, snapshot, import)"
+
+// toolFlagError is the error of a tool's flag given to a node, nil for any
+// other flag.
+func toolFlagError(name string) error {
+	if what, ok := toolOnly[name]; ok {
+		return fmt.Errorf("unknown flag --%s: it is a flag of %s, not of a node: %s", name, toolNames, what)
 	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return nil
+}
+
+// watchFlags explains the parse errors of the node's flags: never offering a
+// hidden flag, and naming what a node takes instead of a tool's flag.
+func watchFlags(fs *flag.FlagSet) *flagerr.Watcher {
+	w := flagerr.Watch(fs)
+	w.Hidden, w.Elsewhere = hiddenFlags, toolFlagError
+	return w
 }
 
 // seconds is a flag holding a duration written as Redis writes it, a number of
@@ -507,4 +516,15 @@ func parseBytes(s string) (uint64, error) {
 		return 0, fmt.Errorf("size %q too large", s)
 	}
 	return v * mult, nil
+}
+
+// splitList splits a comma-separated list, trimming spaces and dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -37,15 +38,28 @@ func TestEveryFlagHasAGroup(t *testing.T) {
 	})
 }
 
-// TestEveryCommandInHelp: a registered subcommand has a line in -h.
+// TestEveryCommandInHelp: every command of the binary's table has a line
+// in -h with its synopsis, or is an alias of one (help, -h, --version); no
+// name is taken twice.
 func TestEveryCommandInHelp(t *testing.T) {
-	summary := map[string]bool{}
-	for _, c := range commandSummaries {
-		summary[c.name] = true
-	}
-	for name := range subcommands {
-		if !strings.HasPrefix(name, "-") && name != "help" && !summary[name] {
-			t.Errorf("subcommand %q has no summary in help.go commandSummaries", name)
+	var b strings.Builder
+	writeHelp(&b)
+	seen := map[string]bool{}
+	for _, c := range commands() {
+		if seen[c.Name] {
+			t.Errorf("two commands are named %q", c.Name)
+		}
+		seen[c.Name] = true
+		if c.Run == nil {
+			t.Errorf("command %q runs nothing", c.Name)
+		}
+		switch {
+		case c.Synopsis != "":
+			if line := fmt.Sprintf("\n  %-10s %s\n", c.Name, c.Synopsis); !strings.Contains(b.String(), line) {
+				t.Errorf("-h lacks %q", line)
+			}
+		case !strings.HasPrefix(c.Name, "-") && c.Name != "help":
+			t.Errorf("command %q has no synopsis, so -h does not list it", c.Name)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 )
 
@@ -37,38 +36,6 @@ var hiddenFlags = map[string]bool{
 	"mutant":          true, // only in a build with -tags rookery_mutants
 }
 
-// commandSummaries are the subcommands as -h lists them, in this order; a
-// subcommand missing here is listed after them without a summary.
-var commandSummaries = []struct{ name, summary string }{
-	{"members", "the cluster's members, as gossip and raft see them"},
-	{"status", "a node's view of itself"},
-	{"raft", "list-peers, remove-peer ID, transfer-leader [ID]"},
-	{"shards", "the shards of a sharded cluster: slots, replicas, leader, size"},
-	{"node", "drain ID: move every replica off a node before it is retired"},
-	{"wait", "wait until a node is ready"},
-	{"snapshot", "save, restore or inspect a backup of the cluster"},
-	{"migrate", "copy every filter of a Redis with RedisBloom (or another cluster) into this one"},
-	{"import", "load keys, one per line, from files or stdin into a filter, with progress and resume"},
-	{"recover", "recover a node whose log is damaged, or a cluster that lost its quorum"},
-	{"tls", "make the cluster's CA and certificates"},
-	{"probe", "exit 0 if a URL answers 200 (a container health check)"},
-	{"version", "print the version, commit and Go version"},
-}
-
-// builtinCommands are dispatched by main's switch rather than the subcommands
-// table.
-var builtinCommands = []string{"probe", "tls", "snapshot", "recover"}
-
-// helpCommands are the ways to ask for help.
-func init() {
-	for _, name := range []string{"help", "-h", "--help", "-help"} {
-		subcommands[name] = func(_ []string, _ func(string) (string, bool), stdout, _ io.Writer) int {
-			writeHelp(stdout)
-			return 0
-		}
-	}
-}
-
 // flagArg names what a flag takes, where its type says too little.
 var flagArg = map[string]string{
 	"max-memory": "size", "max-item-size": "size", "max-request-size": "size", "max-request-buffer": "size",
@@ -91,22 +58,10 @@ func writeHelp(w io.Writer) {
 
 Commands:
 `)
-	listed := map[string]bool{}
-	for _, c := range commandSummaries {
-		if registeredCommand(c.name) {
-			fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
-			listed[c.name] = true
+	for _, c := range commands() {
+		if c.Synopsis != "" {
+			fmt.Fprintf(&b, "  %-10s %s\n", c.Name, c.Synopsis)
 		}
-	}
-	var rest []string
-	for name := range subcommands {
-		if !listed[name] && !strings.HasPrefix(name, "-") && name != "help" {
-			rest = append(rest, name)
-		}
-	}
-	sort.Strings(rest)
-	for _, name := range rest {
-		fmt.Fprintf(&b, "  %s\n", name)
 	}
 	b.WriteString(`
 Run 'rookery <command> -h' for a command's flags. Every flag below can also be
@@ -124,18 +79,6 @@ set in the environment as ROOKERY_<FLAG>; the command line wins.
 		}
 	}
 	_, _ = io.WriteString(w, b.String())
-}
-
-func registeredCommand(name string) bool {
-	if _, ok := subcommands[name]; ok {
-		return true
-	}
-	for _, c := range builtinCommands {
-		if c == name {
-			return true
-		}
-	}
-	return false
 }
 
 // writeFlag writes one flag: its name, argument, environment variable and

@@ -126,6 +126,18 @@ func mustExist(t *testing.T, c *redis.Client, fam, key string, from, to int) {
 	}
 }
 
+// infoInt is field's integer in a RESP2 INFO reply (name, value, ...), 0 if
+// it is absent or not an integer.
+func infoInt(info []any, field string) int64 {
+	for i := 0; i+1 < len(info); i += 2 {
+		if fmt.Sprint(info[i]) == field {
+			n, _ := strconv.ParseInt(fmt.Sprint(info[i+1]), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
 func infoInt64(t *testing.T, c *redis.Client, fam, key, field string) int64 {
 	t.Helper()
 	in, err := c.Do(bg(), fam+".INFO", key).Slice()

@@ -9,12 +9,32 @@
 //	rookery recover --data-dir DIR [...]         recover a damaged node, or a lost quorum (--peers)
 //	rookery members | status | wait              the cluster and a node, from its HTTP API
 //	rookery raft list-peers|remove-peer|transfer-leader   the Raft configuration
+//	rookery shards | node drain ID               a sharded cluster's shards; move replicas off a node
 //	rookery import --key NAME [FILE...]          load keys, one per line, into a filter
 //	rookery migrate --from URL                   copy the filters of a Redis with RedisBloom
 //	rookery version                              version, commit and Go version
 //
-// Every flag can also be set as ROOKERY_<FLAG> in the environment. See run.go
-// for how the parts are wired together.
+// Every flag can also be set as ROOKERY_<FLAG> in the environment.
+//
+// This file only wires the parts together: a command named by the first
+// argument runs from the table below; anything else is the node's flags to
+// an options value, then run (run.go) until a signal. The node's own parts
+// stay in this package (run.go, flags.go, help.go, reload.go, security.go,
+// faults.go, version.go); each tool lives in a package of its own under
+// internal/:
+//
+//	internal/opscmd       members, status, raft, shards, node, wait
+//	internal/snapshotcmd  snapshot save|restore|inspect
+//	internal/migratecmd   migrate
+//	internal/importcmd    import
+//	internal/recovercmd   recover
+//	internal/tlscmd       tls ca|cert|init
+//	internal/probecmd     probe
+//
+// and share internal/command (what a command is), internal/flagerr (flag
+// errors that say what to do), internal/respconn (a RESP target's flags and
+// TLS), internal/datadir (the data directory's lock and identity, which
+// recover honours as the node does) and internal/humanize.
 package main
 
 import (
@@ -26,30 +46,57 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/rookerydb/rookery/cmd/node/internal/command"
+	"github.com/rookerydb/rookery/cmd/node/internal/importcmd"
+	"github.com/rookerydb/rookery/cmd/node/internal/migratecmd"
+	"github.com/rookerydb/rookery/cmd/node/internal/opscmd"
+	"github.com/rookerydb/rookery/cmd/node/internal/probecmd"
+	"github.com/rookerydb/rookery/cmd/node/internal/recovercmd"
+	"github.com/rookerydb/rookery/cmd/node/internal/snapshotcmd"
+	"github.com/rookerydb/rookery/cmd/node/internal/tlscmd"
 )
 
-// subcommand runs one of the binary's tools: its arguments, the environment,
-// stdout and stderr in, exit code out.
-type subcommand func(args []string, env func(string) (string, bool), stdout, stderr io.Writer) int
+// commands are the binary's commands besides the node itself, in the order
+// `rookery -h` lists them, then the aliases it does not list.
+func commands() command.Table {
+	version, help := versionCommand(), helpCommand()
+	return command.Table{
+		opscmd.Members(),
+		opscmd.Status(),
+		opscmd.Raft(),
+		opscmd.Shards(),
+		opscmd.Node(),
+		opscmd.Wait(),
+		snapshotcmd.Command(),
+		migratecmd.Command(),
+		importcmd.Command(),
+		recovercmd.Command(),
+		tlscmd.Command(),
+		probecmd.Command(),
+		version,
+		command.Alias("--version", version),
+		command.Alias("-version", version),
+		help,
+		command.Alias("-h", help),
+		command.Alias("--help", help),
+		command.Alias("-help", help),
+	}
+}
 
-// subcommands are the tools besides the node itself, registered by the files
-// that implement them (init functions), so that adding one touches no other.
-var subcommands = map[string]subcommand{}
+// helpCommand is `rookery help` (and -h, --help): the node's help, which
+// lists the commands.
+func helpCommand() command.Command {
+	return command.Command{Name: "help", Run: func(_ []string, _ func(string) (string, bool), stdout, _ io.Writer) int {
+		writeHelp(stdout)
+		return 0
+	}}
+}
 
 func main() {
 	if len(os.Args) > 1 {
-		if cmd, ok := subcommands[os.Args[1]]; ok {
-			os.Exit(cmd(os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr))
-		}
-		switch os.Args[1] {
-		case "probe":
-			os.Exit(probe(os.Args[2:], os.Stderr))
-		case "tls":
-			os.Exit(tlsCommand(os.Args[2:], os.Stdout, os.Stderr))
-		case "snapshot":
-			os.Exit(snapshotCommand(os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr))
-		case "recover":
-			os.Exit(recoverCommand(os.Args[2:], os.Stdout, os.Stderr))
+		if cmd, ok := commands().Lookup(os.Args[1]); ok {
+			os.Exit(cmd.Run(os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr))
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -12,13 +12,17 @@ import (
 	"github.com/rookerydb/rookery/internal/nodeproc"
 )
 
-// runOps runs an operator command in this process, as `rookery NAME ARGS`
-// would, with an empty environment.
-func runOps(t *testing.T, cmd subcommand, args ...string) (int, string, string) {
+// runOps runs command name in this process, through the binary's table of
+// commands as `rookery NAME ARGS` would, with an empty environment.
+func runOps(t *testing.T, name string, args ...string) (int, string, string) {
 	t.Helper()
+	cmd, ok := commands().Lookup(name)
+	if !ok {
+		t.Fatalf("no command %q", name)
+	}
 	var out, errb bytes.Buffer
-	code := cmd(args, func(string) (string, bool) { return "", false }, &out, &errb)
-	t.Logf("rookery %s -> %d\n%s%s", strings.Join(args, " "), code, out.String(), errb.String())
+	code := cmd.Run(args, func(string) (string, bool) { return "", false }, &out, &errb)
+	t.Logf("rookery %s %s -> %d\n%s%s", name, strings.Join(args, " "), code, out.String(), errb.String())
 	return code, out.String(), errb.String()
 }
 
@@ -56,7 +60,7 @@ func TestOpsMembersStatusListPeers(t *testing.T) {
 	var rows []string
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		code, out, _ := runOps(t, membersCommand, "--addr", addr)
+		code, out, _ := runOps(t, "members", "--addr", addr)
 		rows = tableRows(out)
 		alive := 0
 		for _, r := range rows {
@@ -81,7 +85,7 @@ func TestOpsMembersStatusListPeers(t *testing.T) {
 		}
 	}
 
-	code, out, _ := runOps(t, raftCommand, "list-peers", "--addr", addr)
+	code, out, _ := runOps(t, "raft", "list-peers", "--addr", addr)
 	if code != 0 {
 		t.Fatalf("list-peers: exit %d", code)
 	}
@@ -100,19 +104,19 @@ func TestOpsMembersStatusListPeers(t *testing.T) {
 		t.Errorf("list-peers: want 1 leader and 2 followers, got %v", states)
 	}
 
-	code, out, _ = runOps(t, raftCommand, "list-peers", "--addr", addr, "-format", "json")
+	code, out, _ = runOps(t, "raft", "list-peers", "--addr", addr, "-format", "json")
 	var peers cluster.RaftPeers
 	if code != 0 || json.Unmarshal([]byte(out), &peers) != nil || len(peers.Servers) != 3 || peers.Leader != l.ID {
 		t.Errorf("list-peers -format json: exit %d, %+v", code, peers)
 	}
 
-	code, out, _ = runOps(t, statusCommand, "--addr", addr)
+	code, out, _ = runOps(t, "status", "--addr", addr)
 	if code != 0 || !strings.Contains(out, "Node           "+c.Nodes[1].ID+"\n") || !strings.Contains(out, "Ready          yes\n") ||
 		!strings.Contains(out, "Leader         "+l.ID+" (RESP "+l.RESP+")\n") {
 		t.Errorf("status: exit %d\n%s", code, out)
 	}
 
-	if code, _, errs := runOps(t, raftCommand, "list-peers", "--addr", addr, "--bogus"); code != 2 || strings.Count(errs, "\n") != 1 {
+	if code, _, errs := runOps(t, "raft", "list-peers", "--addr", addr, "--bogus"); code != 2 || strings.Count(errs, "\n") != 1 {
 		t.Errorf("an unknown flag: exit %d, want 2 and one line: %q", code, errs)
 	}
 }
@@ -127,7 +131,7 @@ func TestOpsTransferAndRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	to, via := fs[0], fs[1]
-	if code, out, _ := runOps(t, raftCommand, "transfer-leader", to.ID, "--addr", via.HTTP); code != 0 ||
+	if code, out, _ := runOps(t, "raft", "transfer-leader", to.ID, "--addr", via.HTTP); code != 0 ||
 		out != "leadership transferred: "+to.ID+" leads now\n" {
 		t.Fatalf("transfer-leader %s: exit %d %q", to.ID, code, out)
 	}
@@ -136,7 +140,7 @@ func TestOpsTransferAndRemove(t *testing.T) {
 	}
 
 	// Any voter: leadership leaves the leader.
-	if code, _, _ := runOps(t, raftCommand, "transfer-leader", "--addr", to.HTTP); code != 0 {
+	if code, _, _ := runOps(t, "raft", "transfer-leader", "--addr", to.HTTP); code != 0 {
 		t.Fatalf("transfer-leader to any: exit %d", code)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -161,15 +165,15 @@ func TestOpsTransferAndRemove(t *testing.T) {
 			keep = m
 		}
 	}
-	if code, _, errs := runOps(t, raftCommand, "remove-peer", "n9", "--addr", keep.HTTP); code != 1 ||
+	if code, _, errs := runOps(t, "raft", "remove-peer", "n9", "--addr", keep.HTTP); code != 1 ||
 		!strings.Contains(errs, "no such server in the raft configuration: n9") {
 		t.Errorf("remove-peer of an unknown id: exit %d %q", code, errs)
 	}
-	if code, out, _ := runOps(t, raftCommand, "remove-peer", gone.ID, "--addr", keep.HTTP); code != 0 ||
+	if code, out, _ := runOps(t, "raft", "remove-peer", gone.ID, "--addr", keep.HTTP); code != 0 ||
 		out != "removed "+gone.ID+" from the raft configuration\n" {
 		t.Fatalf("remove-peer %s: exit %d %q", gone.ID, code, out)
 	}
-	code, out, _ := runOps(t, raftCommand, "list-peers", "--addr", keep.HTTP)
+	code, out, _ := runOps(t, "raft", "list-peers", "--addr", keep.HTTP)
 	rows := tableRows(out)
 	if code != 0 || len(rows) != 2 || strings.Contains(out, gone.ID+" ") {
 		t.Errorf("list-peers after removing %s: exit %d\n%s", gone.ID, code, out)
@@ -185,7 +189,7 @@ func TestOpsWait(t *testing.T) {
 	args := append([]string{"--id", "n1", "--data-dir", filepath.Join(t.TempDir(), "n1"), "--bootstrap-expect", "1"},
 		nodeproc.EphemeralAddrs()...)
 	p := startProc(t, nil, args...)
-	if code, out, _ := runOps(t, waitCommand, "--addr", p.HTTP, "--timeout", "30s"); code != 0 || out != p.HTTP+" is ready\n" {
+	if code, out, _ := runOps(t, "wait", "--addr", p.HTTP, "--timeout", "30s"); code != 0 || out != p.HTTP+" is ready\n" {
 		t.Fatalf("wait: exit %d %q", code, out)
 	}
 	if resp, err := p.HTTPDo("GET", "/readyz"); err != nil || resp.StatusCode != 200 {
@@ -197,7 +201,7 @@ func TestOpsWait(t *testing.T) {
 		nodeproc.EphemeralAddrs()...)
 	q := startProc(t, nil, args...)
 	start := time.Now()
-	code, _, errs := runOps(t, waitCommand, "--addr", q.HTTP, "--timeout", "1s")
+	code, _, errs := runOps(t, "wait", "--addr", q.HTTP, "--timeout", "1s")
 	if code != 1 || !strings.Contains(errs, "not ready within 1s: "+q.HTTP+" (last: not ready: no leader)") {
 		t.Errorf("wait on a node that cannot be ready: exit %d %q", code, errs)
 	}

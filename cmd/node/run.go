@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/cmd/node/internal/datadir"
 	"github.com/rookerydb/rookery/fsm"
 	"github.com/rookerydb/rookery/internal/certs"
 	"github.com/rookerydb/rookery/internal/gcpace"
@@ -48,16 +49,16 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	}
 
 	// The data directory's lock and owner before any port or Raft: a second
-	// process, or a node started with another --id, stops here (datadir.go).
+	// process, or a node started with another --id, stops here (internal/datadir).
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
 		return fmt.Errorf("create data dir %s: %w", o.dataDir, err)
 	}
-	unlock, err := lockDataDir(o.dataDir)
+	unlock, err := datadir.Lock(o.dataDir)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := claimDataDir(o.dataDir, o.id, logger); err != nil {
+	if err := datadir.Claim(o.dataDir, o.id, logger); err != nil {
 		return err
 	}
 

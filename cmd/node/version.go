@@ -7,13 +7,9 @@ import (
 	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-func init() {
-	for _, name := range []string{"version", "--version", "-version"} {
-		subcommands[name] = versionCommand
-	}
-}
+	"github.com/rookerydb/rookery/cmd/node/internal/command"
+)
 
 // commit is the commit a build made without Go's VCS stamping
 // (-buildvcs=false, a source archive) was built from, set with
@@ -62,8 +58,15 @@ func (b build) commit() string {
 	return b.Commit
 }
 
-// versionCommand is `rookery version` (and `rookery --version`).
-func versionCommand(args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
+// versionCommand is `rookery version` (and `rookery --version`). It stays
+// with the node: the build it reports is set on package main (-ldflags
+// "-X main.commit=...").
+func versionCommand() command.Command {
+	return command.Command{Name: "version", Synopsis: "print the version, commit and Go version", Run: printVersion}
+}
+
+// printVersion prints the build.
+func printVersion(args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		fmt.Fprintf(stderr, "rookery: version takes no arguments, got %q\n", args[0])
 		return 2

@@ -270,3 +270,33 @@ func TestWriteAndInit(t *testing.T) {
 		t.Fatal("init replaced the CA")
 	}
 }
+
+// TestClientConfig: the tools' one client configuration trusts the CA given
+// (the system's roots without one), presents the client certificate given,
+// and never speaks TLS before 1.2.
+func TestClientConfig(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteCA(dir, time.Hour, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteClientCert(dir, "app", dir, time.Hour, false); err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := CAFiles(dir)
+	cert, key := CertFiles(dir, "app")
+	for _, c := range []struct {
+		ca, cert, key string
+		roots, certs  bool
+	}{{ca, "", "", true, false}, {ca, cert, key, true, true}, {"", cert, key, false, true}} {
+		cfg, err := ClientConfig(c.ca, c.cert, c.key)
+		if err != nil || cfg.MinVersion != tls.VersionTLS12 || (cfg.RootCAs != nil) != c.roots || (len(cfg.Certificates) == 1) != c.certs {
+			t.Errorf("ClientConfig(%q, %q, %q): %+v %v", c.ca, c.cert, c.key, cfg, err)
+		}
+	}
+	if _, err := ClientConfig(key, "", ""); err == nil {
+		t.Error("a key file taken as a CA")
+	}
+	if _, err := ClientConfig("", cert, ca); err == nil {
+		t.Error("a key that does not match its certificate taken")
+	}
+}

@@ -242,18 +242,24 @@ func (s *Source) serverConfig(minVersion uint16, auth tls.ClientAuthType) *tls.C
 }
 
 // ClientConfig is a client's configuration for reaching nodes served with
-// certificates of the CA in caFile; certFile and keyFile, when given, are the
-// client's own certificate (for --tls-client-auth).
+// certificates of the CA in caFile (the system's roots when caFile is "");
+// certFile and keyFile, when given, are the client's own certificate (for
+// --tls-client-auth). Every tool that dials a node over TLS takes its
+// configuration from here, so that they all refuse what it refuses (TLS
+// before 1.2).
 func ClientConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
-	ca, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, err
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		ca, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(ca) {
+			return nil, fmt.Errorf("%s: no PEM certificate found", caFile)
+		}
+		cfg.RootCAs = pool
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ca) {
-		return nil, fmt.Errorf("%s: no PEM certificate found", caFile)
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 	if certFile != "" {
 		kp, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {

@@ -8,7 +8,6 @@ package toolclient
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,19 +73,15 @@ func New(cfg Config) (*Client, error) {
 	tr.ExpectContinueTimeout = 10 * time.Second
 	tr.TLSHandshakeTimeout = 5 * time.Second
 	scheme := "http"
-	switch {
-	case cfg.CAFile != "":
+	if cfg.CAFile != "" || cfg.CertFile != "" {
 		tc, err := certs.ClientConfig(cfg.CAFile, cfg.CertFile, cfg.KeyFile)
-		if err != nil {
+		switch {
+		case err != nil && cfg.CAFile != "":
 			return nil, fmt.Errorf("%s %s: %w", cfg.CAFrom, cfg.CAFile, err)
-		}
-		tr.TLSClientConfig, scheme = tc, "https"
-	case cfg.CertFile != "":
-		kp, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
-		if err != nil {
+		case err != nil:
 			return nil, fmt.Errorf("--cert/--key: %w", err)
 		}
-		tr.TLSClientConfig, scheme = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{kp}}, "https"
+		tr.TLSClientConfig, scheme = tc, "https"
 	}
 	c := &Client{cfg: cfg, notes: cfg.Notes}
 	if c.notes == nil {

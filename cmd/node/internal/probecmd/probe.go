@@ -1,4 +1,5 @@
-package main
+// Package probecmd is `rookery probe`, a container's health check.
+package probecmd
 
 import (
 	"context"
@@ -9,11 +10,20 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/rookerydb/rookery/cmd/node/internal/command"
 	"github.com/rookerydb/rookery/internal/toolclient"
 )
 
 // probeTimeout bounds one probe.
 const probeTimeout = 2 * time.Second
+
+// Command is `rookery probe`; it writes only to stderr.
+func Command() command.Command {
+	return command.Command{Name: "probe", Synopsis: "exit 0 if a URL answers 200 (a container health check)",
+		Run: func(args []string, _ func(string) (string, bool), _, stderr io.Writer) int {
+			return probe(args, stderr)
+		}}
+}
 
 // probe is `rookery probe [--cacert FILE] [--cert FILE --key FILE] URL`: it
 // exits 0 if URL answers 200 within two seconds, 1 otherwise. Container health

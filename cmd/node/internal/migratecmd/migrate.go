@@ -1,4 +1,11 @@
-package main
+// Package migratecmd is `rookery migrate`: it copies every Bloom and cuckoo
+// filter of a Redis with RedisBloom (or of another Rookery cluster) into
+// Rookery, key by key, with SCANDUMP on the source and LOADCHUNK on the
+// target: the dump RedisBloom hands out is loaded as a filter of RedisBloom's
+// own layout, which answers exactly as the source did (docs/MIGRATION.md).
+// The source is read with a RESP client of its own (source.go), which bounds
+// whatever the source sends before it is allocated.
+package migratecmd
 
 import (
 	"bytes"
@@ -14,14 +21,17 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rookerydb/rookery/cmd/node/internal/command"
+	"github.com/rookerydb/rookery/cmd/node/internal/humanize"
+	"github.com/rookerydb/rookery/cmd/node/internal/respconn"
 )
 
-// `rookery migrate` copies every Bloom and cuckoo filter of a Redis with
-// RedisBloom (or of another Rookery cluster) into Rookery, key by key, with
-// SCANDUMP on the source and LOADCHUNK on the target: the dump RedisBloom
-// hands out is loaded as a filter of RedisBloom's own layout, which answers
-// exactly as the source did (docs/MIGRATION.md).
-func init() { subcommands["migrate"] = migrateCommand }
+// Command is `rookery migrate`.
+func Command() command.Command {
+	return command.Command{Name: "migrate", Synopsis: "copy every filter of a Redis with RedisBloom (or another cluster) into this one",
+		Run: migrateCommand}
+}
 
 const migrateUsage = `usage: rookery migrate --from URL [--to HOST:PORT] [flags]
 
@@ -50,7 +60,7 @@ the source or target could not be used, 2 bad flags.
 
 // migration is one run of `rookery migrate`.
 type migration struct {
-	from       *source // bounded (migratesrc.go)
+	from       *source // bounded (source.go)
 	fromOpts   *redis.Options
 	to         *redis.Client
 	match      string
@@ -74,14 +84,14 @@ const (
 )
 
 func migrateCommand(args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
-	var src, dst respTarget
+	var src, dst respconn.Target
 	m := &migration{out: stdout, log: stderr}
 	fs := flag.NewFlagSet("rookery migrate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	src.flags(fs, "from-", "the source", "", env)
-	dst.flags(fs, "", "the target", "127.0.0.1:6479", env)
+	src.Flags(fs, "from-", "the source", "", env)
+	dst.Flags(fs, "", "the target", "127.0.0.1:6479", env)
 	// --to is the target's address; --addr is accepted too, as the other tools take it.
-	fs.StringVar(&dst.addr, "to", dst.addr, "the target's RESP address")
+	fs.StringVar(&dst.Addr, "to", dst.Addr, "the target's RESP address")
 	fs.StringVar(&m.match, "match", "*", "only keys matching this pattern")
 	fs.BoolVar(&m.replace, "replace", false, "replace filters the target has")
 	fs.IntVar(&m.chunkSize, "chunk-size", 1<<20, "largest LOADCHUNK in bytes")
@@ -99,7 +109,7 @@ func migrateCommand(args []string, env func(string) (string, bool), stdout, stde
 	switch {
 	case fs.NArg() > 0:
 		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case src.addr == "":
+	case src.Addr == "":
 		err = errors.New("--from is required")
 	case m.chunkSize < 64 || m.chunkSize > 16<<20:
 		err = fmt.Errorf("--chunk-size %d: want 64 to 16777216 bytes", m.chunkSize)
@@ -108,12 +118,12 @@ func migrateCommand(args []string, env func(string) (string, bool), stdout, stde
 		fmt.Fprintf(stderr, "rookery migrate: %v\nRun 'rookery migrate -h' for the flags.\n", err)
 		return 2
 	}
-	so, err := src.options()
+	so, err := src.Options()
 	if err != nil {
 		fmt.Fprintf(stderr, "rookery migrate: --from %v\n", err)
 		return 2
 	}
-	do, err := dst.options()
+	do, err := dst.Options()
 	if err != nil {
 		fmt.Fprintf(stderr, "rookery migrate: --to %v\n", err)
 		return 2
@@ -167,8 +177,8 @@ func (m *migration) run(ctx context.Context) error {
 	}
 	elapsed := time.Since(m.start)
 	fmt.Fprintf(m.out, "copied %d filters (%s) in %s (%s/s); %d skipped, %d failed\n",
-		m.done, humanBytes(m.bytes), elapsed.Round(time.Millisecond),
-		humanBytes(int64(float64(m.bytes)/max(elapsed.Seconds(), 1e-3))), m.skipped, m.failed)
+		m.done, humanize.Bytes(m.bytes), elapsed.Round(time.Millisecond),
+		humanize.Bytes(int64(float64(m.bytes)/max(elapsed.Seconds(), 1e-3))), m.skipped, m.failed)
 	return nil
 }
 
@@ -215,7 +225,7 @@ func (m *migration) list(ctx context.Context) (keys, types []string, other int, 
 			lastNew = time.Now()
 			if listed += len(k) + 64; listed > maxListedBytes {
 				return nil, nil, 0, fmt.Errorf("the source lists more than %s of key names: copy part of it at a time with --match",
-					humanBytes(maxListedBytes))
+					humanize.Bytes(maxListedBytes))
 			}
 		}
 		if cursor = next; cursor == "0" {
@@ -280,7 +290,7 @@ func (m *migration) copyKey(ctx context.Context, i int, key, typ string) {
 				verb = "would copy"
 			}
 			fmt.Fprintf(m.log, "[%d/%d] %s (%s): %s %s in %s\n", i+1, m.keys, key, typ, verb,
-				humanBytes(n), time.Since(began).Round(time.Millisecond))
+				humanize.Bytes(n), time.Since(began).Round(time.Millisecond))
 		}
 	}
 }
@@ -336,7 +346,7 @@ func (m *migration) copyChunks(ctx context.Context, fam, key string, srcInfo []a
 	for chunks := int64(0); ; chunks++ {
 		if total > maxBytes || chunks > maxChunks {
 			return total, fmt.Errorf("source %s.SCANDUMP: %d chunks, %s, of a filter of %s: the dump does not end",
-				fam, chunks, humanBytes(total), humanBytes(size))
+				fam, chunks, humanize.Bytes(total), humanize.Bytes(size))
 		}
 		reply, err := array(m.from.do(limitsDump, fam+".SCANDUMP", key, iter))
 		if err != nil {
@@ -479,18 +489,4 @@ func infoInt(info []any, field string) int64 {
 		}
 	}
 	return 0
-}
-
-// humanBytes formats n as the tools print sizes: B, KiB, MiB, GiB.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, i := float64(n), -1
-	for v >= unit && i < 3 {
-		v /= unit
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", v, "KMGT"[i])
 }

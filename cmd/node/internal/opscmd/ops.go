@@ -1,4 +1,9 @@
-package main
+// Package opscmd holds the operator's commands: members, status, raft,
+// shards, node drain and wait. They speak to a node's HTTP API
+// (internal/toolclient) with the same flags and credentials as `rookery
+// snapshot`, and print its answers as aligned text or, with --format json,
+// as the node gave them.
+package opscmd
 
 import (
 	"context"
@@ -16,15 +21,24 @@ import (
 	"time"
 
 	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/cmd/node/internal/command"
+	"github.com/rookerydb/rookery/cmd/node/internal/flagerr"
 	"github.com/rookerydb/rookery/internal/toolclient"
 )
 
-// The operator's commands: they speak to a node's HTTP API with the same
-// flags and credentials as `rookery snapshot` (snapshotcmd.go).
-func init() {
-	subcommands["members"] = membersCommand
-	subcommands["status"] = statusCommand
-	subcommands["raft"] = raftCommand
+// Members is `rookery members`.
+func Members() command.Command {
+	return command.Command{Name: "members", Synopsis: "the cluster's members, as gossip and raft see them", Run: membersCommand}
+}
+
+// Status is `rookery status`.
+func Status() command.Command {
+	return command.Command{Name: "status", Synopsis: "a node's view of itself", Run: statusCommand}
+}
+
+// Raft is `rookery raft list-peers|remove-peer|transfer-leader`.
+func Raft() command.Command {
+	return command.Command{Name: "raft", Synopsis: "list-peers, remove-peer ID, transfer-leader [ID]", Run: raftCommand}
 }
 
 const opsFlagsUsage = "flags:\n" + toolclient.FlagsUsage + `  --format text|json output as aligned text (default) or the node's JSON
@@ -66,13 +80,13 @@ func parseOps(name string, args []string, env func(string) (string, bool), stdou
 	conn.Register(fs, env)
 	fs.StringVar(&c.format, "format", "text", "text or json")
 	fs.DurationVar(&c.timeout, "timeout", opsTimeout, "how long to wait")
-	watch := watchFlags(fs)
+	watch := flagerr.Watch(fs)
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				fmt.Fprint(stderr, opsUsage)
 			} else {
-				fmt.Fprintf(stderr, "rookery %s: %v (rookery %s -h for help)\n", name, watch.explain(args, err), name)
+				fmt.Fprintf(stderr, "rookery %s: %v (rookery %s -h for help)\n", name, watch.Explain(args, err), name)
 			}
 			return nil, 2
 		}

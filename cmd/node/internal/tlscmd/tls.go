@@ -1,4 +1,6 @@
-package main
+// Package tlscmd is `rookery tls ca|cert|init`: it makes the cluster's CA
+// and the certificates of its nodes and clients (internal/certs).
+package tlscmd
 
 import (
 	"errors"
@@ -8,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rookerydb/rookery/cmd/node/internal/command"
 	"github.com/rookerydb/rookery/internal/certs"
 )
 
@@ -26,6 +29,14 @@ const tlsUsage = `usage:
       with --node-dirs each node's certificate, key and a copy of ca.pem go into DIR/ID/,
       a directory to give that node alone (the CA key stays in DIR)
 `
+
+// Command is `rookery tls`.
+func Command() command.Command {
+	return command.Command{Name: "tls", Synopsis: "make the cluster's CA and certificates",
+		Run: func(args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
+			return tlsCommand(args, stdout, stderr)
+		}}
+}
 
 // tlsCommand is `rookery tls ...`: it makes the cluster's certificates. It
 // returns the exit code.

@@ -1,4 +1,7 @@
-package main
+// Package recovercmd is `rookery recover`: it works on a stopped node's data
+// directory (under the same lock a running node holds, internal/datadir) to
+// recover a damaged log, or a cluster that lost its quorum.
+package recovercmd
 
 import (
 	"bytes"
@@ -12,6 +15,8 @@ import (
 	"strings"
 
 	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/cmd/node/internal/command"
+	"github.com/rookerydb/rookery/cmd/node/internal/datadir"
 )
 
 const recoverUsage = `usage:
@@ -37,6 +42,14 @@ const recoverUsage = `usage:
   Every form takes --shard S in a sharded cluster: it then works on the node's
   replica of shard S (DIR/shards/S+1) rather than on the cluster's map group.
 `
+
+// Command is `rookery recover`.
+func Command() command.Command {
+	return command.Command{Name: "recover", Synopsis: "recover a node whose log is damaged, or a cluster that lost its quorum",
+		Run: func(args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
+			return recoverCommand(args, stdout, stderr)
+		}}
+}
 
 // recoverCommand is `rookery recover`; it returns the exit code.
 func recoverCommand(args []string, stdout, stderr io.Writer) int {
@@ -72,14 +85,14 @@ func recoverCommand(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *id == "" {
-		*id = storedID(*dir) // the node the directory belongs to
+		*id = datadir.StoredID(*dir) // the node the directory belongs to
 	}
 	if *id == "" {
 		*id, _ = os.Hostname()
 	}
 	// A running node holds the directory: recovering under it would race its
 	// writes. Refuse as a second node would be refused.
-	unlock, err := lockDataDir(*dir)
+	unlock, err := datadir.Lock(*dir)
 	if err != nil {
 		fmt.Fprintln(stderr, "rookery recover:", err)
 		return 1

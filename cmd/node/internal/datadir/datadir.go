@@ -1,4 +1,14 @@
-package main
+// Package datadir guards a node's data directory: it belongs to one node,
+// and to one process at a time.
+//
+// Raft keeps the node's id nowhere in its own files: started with another
+// --id on a directory, a node would find itself outside the configuration it
+// holds and answer CLUSTERDOWN forever, its data invisible. And a second
+// process on a directory in use would bind its ports and then wait on the bolt
+// file lock, holding nothing and serving nothing. Both are refused before any
+// port is bound or Raft opened. `rookery recover` takes the same lock, so
+// that it never works under a running node.
+package datadir
 
 import (
 	"encoding/json"
@@ -11,41 +21,32 @@ import (
 	"github.com/rookerydb/rookery/internal/atomicfile"
 )
 
-// A data directory belongs to one node, and to one process at a time.
-//
-// Raft keeps the node's id nowhere in its own files: started with another
-// --id on a directory, a node would find itself outside the configuration it
-// holds and answer CLUSTERDOWN forever, its data invisible. And a second
-// process on a directory in use would bind its ports and then wait on the bolt
-// file lock, holding nothing and serving nothing. Both are refused before any
-// port is bound or Raft opened.
-
 const (
-	// identityFile records the id of the node the directory belongs to,
+	// IdentityFile records the id of the node the directory belongs to,
 	// written on the first start.
-	identityFile = "identity.json"
+	IdentityFile = "identity.json"
 	// lockFile is flock-ed for as long as a process runs on the directory and
 	// holds that process's id; the kernel releases the lock when the process
 	// ends, however it ends.
 	lockFile = "rookery.lock"
 )
 
-// identity is the content of identityFile.
+// identity is the content of IdentityFile.
 type identity struct {
 	NodeID string `json:"node_id"`
 }
 
-// claimDataDir makes dir the data directory of node id: it records id in a
-// directory that has none (a new one, or one from before identityFile
+// Claim makes dir the data directory of node id: it records id in a
+// directory that has none (a new one, or one from before IdentityFile
 // existed), and refuses a directory that belongs to another node.
-func claimDataDir(dir, id string, logger *slog.Logger) error {
-	path := filepath.Join(dir, identityFile)
+func Claim(dir, id string, logger *slog.Logger) error {
+	path := filepath.Join(dir, IdentityFile)
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 		var idn identity
 		if err := json.Unmarshal(b, &idn); err != nil || idn.NodeID == "" {
-			return fmt.Errorf("data dir %s: %s is damaged (want {\"node_id\": \"ID\"}): %q", dir, identityFile, b)
+			return fmt.Errorf("data dir %s: %s is damaged (want {\"node_id\": \"ID\"}): %q", dir, IdentityFile, b)
 		}
 		if idn.NodeID != id {
 			return fmt.Errorf("data dir belongs to node %s, not %s (%s): start with --id %s, or give node %s another --data-dir",
@@ -62,9 +63,9 @@ func claimDataDir(dir, id string, logger *slog.Logger) error {
 	return atomicfile.Write(path, append(b, '\n'), 0o644)
 }
 
-// storedID returns the id recorded in dir, or "" if there is none.
-func storedID(dir string) string {
-	b, err := os.ReadFile(filepath.Join(dir, identityFile))
+// StoredID returns the id recorded in dir, or "" if there is none.
+func StoredID(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, IdentityFile))
 	if err != nil {
 		return ""
 	}

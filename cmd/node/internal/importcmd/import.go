@@ -1,4 +1,10 @@
-package main
+// Package importcmd is `rookery import`: it loads keys, one per line, from
+// files or standard input into one filter, through the Go client's bulk
+// loads: chunks of BF.MADD, CF.INSERT or CBF.MADD to the leader, several in
+// flight, each applied exactly once however often it is retried. The lines
+// are read by source.go, sent by run.go, shown by progress.go. An
+// interruption stops it cleanly and prints the line to resume from.
+package importcmd
 
 import (
 	"context"
@@ -18,14 +24,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	rclient "github.com/rookerydb/rookery/client"
+	"github.com/rookerydb/rookery/cmd/node/internal/command"
+	"github.com/rookerydb/rookery/cmd/node/internal/respconn"
 )
 
-// `rookery import` loads keys, one per line, from files or standard input into
-// one filter, through the Go client's bulk loads: chunks of BF.MADD,
-// CF.INSERT or CBF.MADD to the leader, several in flight, each applied exactly
-// once however often it is retried. An interruption stops it cleanly and
-// prints the line to resume from (importrun.go).
-func init() { subcommands["import"] = importCommand }
+// Command is `rookery import`.
+func Command() command.Command {
+	return command.Command{Name: "import", Synopsis: "load keys, one per line, from files or stdin into a filter, with progress and resume",
+		Run: importCommand}
+}
 
 const importUsage = `usage: rookery import --key NAME [flags] [FILE...|-]
 
@@ -84,7 +91,7 @@ resume from); 2 bad flags; 130 interrupted.
 
 // importOptions are the flags of `rookery import`.
 type importOptions struct {
-	target    respTarget
+	target    respconn.Target
 	key       string
 	kind      string
 	errorRate float64
@@ -125,10 +132,10 @@ func importCommand(args []string, env func(string) (string, bool), stdout, stder
 
 // parseImport reads the flags, before or after the file names.
 func parseImport(args []string, env func(string) (string, bool), stderr io.Writer) (*importOptions, int) {
-	o := &importOptions{target: respTarget{keyFlag: "cert-key"}, set: map[string]bool{}}
+	o := &importOptions{target: respconn.Target{KeyFlag: "cert-key"}, set: map[string]bool{}}
 	fs := flag.NewFlagSet("rookery import", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	o.target.flags(fs, "", "the cluster", "127.0.0.1:6479", env)
+	o.target.Flags(fs, "", "the cluster", "127.0.0.1:6479", env)
 	fs.StringVar(&o.key, "key", "", "the filter to load")
 	fs.StringVar(&o.kind, "kind", "bf", "bf, cf or cbf")
 	fs.Float64Var(&o.errorRate, "error-rate", 0.01, "error rate of a filter this creates")
@@ -198,7 +205,7 @@ func (o *importOptions) check() error {
 		return fmt.Errorf("--progress %q: want auto, bar, log or none", o.progress)
 	case o.logEvery <= 0:
 		return fmt.Errorf("--log-every %v: want a positive duration", o.logEvery)
-	case (o.target.certFile == "") != (o.target.keyFile == ""):
+	case (o.target.CertFile == "") != (o.target.KeyFile == ""):
 		return errors.New("--cert and --cert-key go together")
 	}
 	_, err := o.clientOptions()
@@ -209,7 +216,7 @@ func (o *importOptions) check() error {
 // TLS server name is dropped: the client checks each node against the host
 // it advertises.
 func (o *importOptions) clientOptions() (rclient.Options, error) {
-	ro, err := o.target.options()
+	ro, err := o.target.Options()
 	if err != nil {
 		return rclient.Options{}, fmt.Errorf("--addr %v", err)
 	}
@@ -379,7 +386,7 @@ func (im *importer) errorRateOf(ctx context.Context, in map[string]string) (floa
 	if im.o.kind != "bf" {
 		return 0, false
 	}
-	ro, err := im.o.target.options()
+	ro, err := im.o.target.Options()
 	if err != nil {
 		return 0, false
 	}

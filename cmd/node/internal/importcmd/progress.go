@@ -1,4 +1,4 @@
-package main
+package importcmd
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/rookerydb/rookery/cmd/node/internal/humanize"
 )
 
 // progress shows how an import goes: a bar on a terminal (bytes read, with
@@ -119,7 +121,7 @@ func (p *progress) logLine(w io.Writer) {
 	keys, rate := p.keys()
 	read, total := p.im.src.read.Load(), totalSize(p.im.inputs)
 	line := fmt.Sprintf("import: %s keys, %s keys/s, line %d, %s read", count(keys), count(int64(rate)),
-		p.im.src.lineCount(), humanBytes(read))
+		p.im.src.lineCount(), humanize.Bytes(read))
 	if total > 0 && read > 0 {
 		elapsed := time.Since(p.im.start)
 		left := time.Duration(float64(elapsed) * float64(total-read) / float64(read))
@@ -128,7 +130,7 @@ func (p *progress) logLine(w io.Writer) {
 		} else {
 			left = left.Round(100 * time.Millisecond)
 		}
-		line += fmt.Sprintf(" of %s (%.0f%%), ETA %s", humanBytes(total), 100*float64(read)/float64(total), left)
+		line += fmt.Sprintf(" of %s (%.0f%%), ETA %s", humanize.Bytes(total), 100*float64(read)/float64(total), left)
 	}
 	fmt.Fprintln(w, line)
 }

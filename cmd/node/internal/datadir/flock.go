@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package main
+package datadir
 
 import (
 	"errors"
@@ -13,10 +13,10 @@ import (
 	"time"
 )
 
-// lockDataDir takes the data directory's lock file for this process, or says
+// Lock takes the data directory's lock file for this process, or says
 // which process holds it; it never waits for it. The lock lasts until unlock
 // or the process's end.
-func lockDataDir(dir string) (unlock func(), err error) {
+func Lock(dir string) (unlock func(), err error) {
 	path := filepath.Join(dir, lockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"context"
@@ -12,10 +12,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rookerydb/rookery/cmd/node/internal/command"
 	"github.com/rookerydb/rookery/internal/toolclient"
 )
 
-func init() { subcommands["wait"] = waitCommand }
+// Wait is `rookery wait`.
+func Wait() command.Command {
+	return command.Command{Name: "wait", Synopsis: "wait until a node is ready", Run: waitCommand}
+}
 
 // waitPoll is the pause between two looks at a node's /readyz.
 const waitPoll = 200 * time.Millisecond

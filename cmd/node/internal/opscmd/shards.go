@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"fmt"
@@ -9,11 +9,17 @@ import (
 	"strings"
 
 	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/cmd/node/internal/command"
 )
 
-func init() {
-	subcommands["shards"] = shardsCommand
-	subcommands["node"] = nodeCommand
+// Shards is `rookery shards`.
+func Shards() command.Command {
+	return command.Command{Name: "shards", Synopsis: "the shards of a sharded cluster: slots, replicas, leader, size", Run: shardsCommand}
+}
+
+// Node is `rookery node drain [--undo] ID`.
+func Node() command.Command {
+	return command.Command{Name: "node", Synopsis: "drain ID: move every replica off a node before it is retired", Run: nodeCommand}
 }
 
 // shardsCommand is `rookery shards`: GET /v1/shards as a table, a shard a

@@ -1,4 +1,16 @@
-package main
+// Package flagerr makes the errors of a flag.FlagSet say what to do, for the
+// node and every tool alike: an unknown flag gets the closest known one, a
+// value that does not parse gets what the flag wants (a duration's units, a
+// whole number, true or false), a flag at the end without its value says
+// what value it needs. The flag package's own messages ("flag provided but
+// not defined: -max-memroy", "invalid value "5" for flag -election-timeout:
+// parse error") say neither.
+//
+//	w := flagerr.Watch(fs) // after every flag is defined
+//	if err := fs.Parse(args); err != nil {
+//		return w.Explain(args, err)
+//	}
+package flagerr
 
 import (
 	"errors"
@@ -9,41 +21,30 @@ import (
 	"time"
 )
 
-// Flag errors that say what to do: an unknown flag gets the closest known one,
-// a value that does not parse gets what the flag wants (a duration's units,
-// a whole number, true or false), for the node and every tool alike. The
-// flag package's own messages ("flag provided but not defined: -max-memroy",
-// "invalid value "5" for flag -election-timeout: parse error") say neither.
-
-// toolOnly are the names of the tools' flags that a node does not take, with
-// what the node takes instead. A user who guesses one (--password,
-// ROOKERY_PASSWORD) gets this, never the nearest spelling.
-var toolOnly = map[string]string{
-	"password": "a node's password is --requirepass (ROOKERY_REQUIREPASS)",
-	"cacert":   "a node's CA is --tls-ca (ROOKERY_TLS_CA)",
-	"addr":     "a node listens on --resp-addr, --http-addr, --raft-addr and --gossip-addr (ROOKERY_RESP_ADDR, ...)",
+// ValueError is a flag value that does not parse, with what the flag wants.
+type ValueError struct {
+	Name, Value, Want string
 }
 
-// toolNames are the tools that read toolOnly's flags and variables.
-const toolNames = "the tools (rookery members, status, wait, raft, snapshot, import)"
+func (e *ValueError) Error() string { return fmt.Sprintf("--%s %s: %s", e.Name, e.Value, e.Want) }
 
-// valueError is a flag value that does not parse.
-type valueError struct {
-	name, value, want string
-}
-
-func (e *valueError) Error() string { return fmt.Sprintf("--%s %s: %s", e.name, e.value, e.want) }
-
-// flagWatch wraps every value of a FlagSet so that a value that does not
-// parse is recorded with what the flag wants.
-type flagWatch struct {
+// Watcher wraps every value of a FlagSet so that a value that does not
+// parse is recorded with what the flag wants, and explains the FlagSet's
+// parse errors.
+type Watcher struct {
 	fs     *flag.FlagSet
-	failed *valueError
+	failed *ValueError
+	// Hidden are flags never offered as the one meant (flags for tests).
+	Hidden map[string]bool
+	// Elsewhere, when set, is asked first about an unknown flag: a non-nil
+	// answer is the error (a flag of another command, say, and what this one
+	// takes instead).
+	Elsewhere func(name string) error
 }
 
-// watchFlags wraps fs's values; call it after every flag is defined.
-func watchFlags(fs *flag.FlagSet) *flagWatch {
-	w := &flagWatch{fs: fs}
+// Watch wraps fs's values; call it after every flag is defined.
+func Watch(fs *flag.FlagSet) *Watcher {
+	w := &Watcher{fs: fs}
 	fs.VisitAll(func(f *flag.Flag) {
 		v := &checkedValue{Value: f.Value, name: f.Name, w: w}
 		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
@@ -59,7 +60,7 @@ func watchFlags(fs *flag.FlagSet) *flagWatch {
 type checkedValue struct {
 	flag.Value
 	name string
-	w    *flagWatch
+	w    *Watcher
 }
 
 func (v *checkedValue) Set(s string) error {
@@ -67,7 +68,7 @@ func (v *checkedValue) Set(s string) error {
 	if err == nil {
 		return nil
 	}
-	ve := &valueError{name: v.name, value: s, want: wantOf(v.Value, s, err)}
+	ve := &ValueError{Name: v.name, Value: s, Want: wantOf(v.Value, s, err)}
 	v.w.failed = ve
 	return ve
 }
@@ -109,8 +110,8 @@ func wantOf(v flag.Value, s string, err error) string {
 	return err.Error()
 }
 
-// explain turns an error of fs.Parse(args) into one that says what to do.
-func (w *flagWatch) explain(args []string, err error) error {
+// Explain turns an error of fs.Parse(args) into one that says what to do.
+func (w *Watcher) Explain(args []string, err error) error {
 	if w.failed != nil {
 		ve := w.failed
 		w.failed = nil
@@ -127,33 +128,33 @@ func (w *flagWatch) explain(args []string, err error) error {
 		}
 		return fmt.Errorf("--%s needs %s", missing.Name, want)
 	case name != "":
-		return unknownFlagError(w.fs, name)
+		return w.unknown(name)
 	}
 	return err
 }
 
-// unknownFlagError names the flag meant, where one is close enough.
-func unknownFlagError(fs *flag.FlagSet, name string) error {
-	if fs.Lookup("requirepass") != nil {
-		if what, ok := toolOnly[name]; ok {
-			return fmt.Errorf("unknown flag --%s: it is a flag of %s, not of a node: %s", name, toolNames, what)
+// unknown names the flag meant, where one is close enough.
+func (w *Watcher) unknown(name string) error {
+	if w.Elsewhere != nil {
+		if err := w.Elsewhere(name); err != nil {
+			return err
 		}
 	}
-	if best := closestFlag(fs, name); best != "" {
+	if best := w.closest(name); best != "" {
 		return fmt.Errorf("unknown flag --%s; did you mean --%s?", name, best)
 	}
 	return fmt.Errorf("unknown flag --%s", name)
 }
 
-// closestFlag is the flag of fs nearest to name, "" if none is near: at most
-// two edits, or a third of the name's length for long names.
-func closestFlag(fs *flag.FlagSet, name string) string {
+// closest is the flag nearest to name, "" if none is near: at most two
+// edits, or a third of the name's length for long names.
+func (w *Watcher) closest(name string) string {
 	best, dist := "", -1
-	fs.VisitAll(func(f *flag.Flag) {
-		if hiddenFlags[f.Name] {
+	w.fs.VisitAll(func(f *flag.Flag) {
+		if w.Hidden[f.Name] {
 			return
 		}
-		if d := editDistance(name, f.Name); dist < 0 || d < dist || d == dist && f.Name < best {
+		if d := Distance(name, f.Name); dist < 0 || d < dist || d == dist && f.Name < best {
 			best, dist = f.Name, d
 		}
 	})
@@ -195,11 +196,33 @@ func scanFlags(fs *flag.FlagSet, args []string) (unknown string, missing *flag.F
 	return "", nil
 }
 
-// envValueError is the error of a ROOKERY_ variable whose value does not parse.
-func envValueError(env, value string, err error) error {
-	var ve *valueError
+// EnvValueError is the error of an environment variable (ROOKERY_<FLAG>)
+// whose value does not parse: err is what Set of a watched flag returned.
+func EnvValueError(env, value string, err error) error {
+	var ve *ValueError
 	if errors.As(err, &ve) {
-		return fmt.Errorf("%s=%s: %s", env, value, ve.want)
+		return fmt.Errorf("%s=%s: %s", env, value, ve.Want)
 	}
 	return fmt.Errorf("%s: %w", env, err)
+}
+
+// Distance is the Levenshtein distance of a and b.
+func Distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

@@ -1,4 +1,8 @@
-package main
+// Package snapshotcmd is `rookery snapshot save|restore|inspect`: it backs
+// up a cluster through a node's HTTP API, verifying every checksum before a
+// file is written, and restores it after verifying the file here first. A
+// sharded cluster's backup is a bundle of each shard's (shards.go).
+package snapshotcmd
 
 import (
 	"bufio"
@@ -18,6 +22,8 @@ import (
 	"time"
 
 	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/cmd/node/internal/command"
+	"github.com/rookerydb/rookery/cmd/node/internal/flagerr"
 	"github.com/rookerydb/rookery/internal/toolclient"
 )
 
@@ -41,6 +47,11 @@ on to the leader):
 // snapshotWait bounds the wait for a node's answer: taking a snapshot of a
 // large state, or restoring one and installing it on every follower.
 const snapshotWait = 10 * time.Minute
+
+// Command is `rookery snapshot`.
+func Command() command.Command {
+	return command.Command{Name: "snapshot", Synopsis: "save, restore or inspect a backup of the cluster", Run: snapshotCommand}
+}
 
 // snapshotCommand is `rookery snapshot save|restore|inspect`. It returns the
 // exit code: 0 done, 1 failed (nothing changed, no file written), 2 usage.
@@ -97,7 +108,7 @@ func parseSnapshotFlags(sub string, args []string, env func(string) (string, boo
 		return nil, fmt.Errorf("unknown command %q", sub)
 	}
 	// Flags may come after the file too: parse again after each positional.
-	watch := watchFlags(fs)
+	watch := flagerr.Watch(fs)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -105,7 +116,7 @@ func parseSnapshotFlags(sub string, args []string, env func(string) (string, boo
 				fmt.Fprint(stderr, snapshotUsage)
 				return nil, err
 			}
-			return nil, watch.explain(args, err)
+			return nil, watch.Explain(args, err)
 		}
 		if fs.NArg() == 0 {
 			break

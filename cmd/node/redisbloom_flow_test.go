@@ -45,8 +45,11 @@ func flowNode(t *testing.T, layout string) *redis.Client {
 }
 
 // pyErr is the text redis-py gives a ResponseError: the reply without a
-// leading "ERR ".
-func pyErr(err error) string { return strings.TrimPrefix(err.Error(), "ERR ") }
+// leading "ERR " (redis-py strips it; the flows compare against its texts).
+func pyErr(err error) string {
+	reply := err.Error()
+	return strings.TrimPrefix(reply, "ERR ")
+}
 
 // forLayouts runs a flow test against a node of each layout.
 func forLayouts(t *testing.T, test func(t *testing.T, c *redis.Client)) {

@@ -118,10 +118,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	var cfg Config
 	bin := fl.String("bin", "", "rookery binary to run (default: build it)")
-	faults := fl.String("faults", strings.Join(allFaults, ","), "faults to inject, comma separated: "+strings.Join(allFaults, ", ")+"; or none")
+	faults := fl.String("faults", "", "faults to inject, comma separated: "+strings.Join(allFaults, ", ")+" ("+
+		strings.Join(shardedOnly, " and ")+" with -shards > 1 only); or none (default: every fault the cluster can take)")
 	mutantName := fl.String("mutant", "", "plant this bug in the nodes, to see the checker catch it (builds them with -tags rookery_mutants): "+strings.Join(mutant.Names, ", "))
 	out := fl.String("out", "", "directory to keep the history, summary and visualizations in (and, on failure, the nodes' data and logs)")
-	fl.IntVar(&cfg.Nodes, "nodes", 3, "cluster size")
+	fl.IntVar(&cfg.Nodes, "nodes", 3, "cluster size (default 5 with -shards > 1)")
+	fl.IntVar(&cfg.Shards, "shards", 1, "shards: above 1, the cluster runs with --shards N --replicas 3 and the checks go per shard")
 	fl.IntVar(&cfg.Workers, "workers", 8, "concurrent clients")
 	fl.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the workload runs")
 	fl.DurationVar(&cfg.Interval, "interval", 2*time.Second, "pause between faults")
@@ -137,11 +139,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitSetup
 	}
 	cfg.NodeFlags = strings.Fields(*nodeFlags)
-	if *faults != "none" {
+	nodesSet := false
+	fl.Visit(func(f *flag.Flag) { nodesSet = nodesSet || f.Name == "nodes" })
+	if cfg.Shards < 1 {
+		logger.Printf("-shards %d: want 1 or more", cfg.Shards)
+		return exitSetup
+	}
+	if cfg.Shards > 1 && !nodesSet {
+		cfg.Nodes = 5
+	}
+	if cfg.Shards > 1 && cfg.Nodes < shardReplicas {
+		logger.Printf("-shards %d needs -nodes %d or more (each shard has %d replicas)", cfg.Shards, shardReplicas, shardReplicas)
+		return exitSetup
+	}
+	switch *faults {
+	case "none":
+	case "":
+		cfg.Faults = defaultFaults(cfg.Shards)
+	default:
 		cfg.Faults = strings.Split(*faults, ",")
 		for _, f := range cfg.Faults {
 			if !slices.Contains(allFaults, f) {
 				logger.Printf("unknown fault %q; the faults are %s", f, strings.Join(allFaults, ", "))
+				return exitSetup
+			}
+			if cfg.Shards == 1 && slices.Contains(shardedOnly, f) {
+				logger.Printf("fault %q moves shard replicas: it needs -shards > 1", f)
 				return exitSetup
 			}
 		}
@@ -169,8 +192,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	cfg.Log = logger.Printf
-	logger.Printf("jepsen-lite: %d nodes, %d workers, %v, faults %v, seed %d, tls %v, mutant %q", cfg.Nodes, cfg.Workers,
-		cfg.Duration, cfg.Faults, cfg.Seed, cfg.TLS, cfg.Mutant)
+	logger.Printf("jepsen-lite: %d nodes, %d shards, %d workers, %v, faults %v, seed %d, tls %v, mutant %q", cfg.Nodes, cfg.Shards,
+		cfg.Workers, cfg.Duration, cfg.Faults, cfg.Seed, cfg.TLS, cfg.Mutant)
 	rep, err := Run(cfg)
 	code := exitSetup
 	if err != nil {

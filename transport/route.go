@@ -46,17 +46,21 @@ var spread = map[string]int{
 	"rename": sameSlot, "renamenx": sameSlot,
 }
 
+// wrapped says whether args is an IDEM request: its op's def is then the
+// command IDEM wraps (parseIdem), so only the request itself can tell.
+func wrapped(args [][]byte) bool { return len(args) > idemPrefix && keyword(args[0], "IDEM") }
+
 // keysOf lists the key arguments of a command (its table's firstKey,
-// lastKey and step; IDEM's are its inner command's), with their indexes in
-// args.
+// lastKey and step; IDEM's are its inner command's, after IDEM's own
+// arguments), with their indexes in args.
 func (s *Server) keysOf(def *command, args [][]byte) (idx []int) {
 	base := 0
-	if def.name == "idem" && len(args) > 3 {
-		inner, err := s.resolve(args[3:])
+	if wrapped(args) {
+		inner, err := s.resolve(args[idemPrefix:])
 		if inner == nil || err != nil {
 			return nil
 		}
-		def, base = inner, 3
+		def, base = inner, idemPrefix
 	}
 	if def.firstKey <= 0 {
 		return nil
@@ -74,8 +78,8 @@ func (s *Server) keysOf(def *command, args [][]byte) (idx []int) {
 
 // innerName is the command IDEM wraps, or the command's own name.
 func (s *Server) innerName(def *command, args [][]byte) string {
-	if def.name == "idem" && len(args) > 3 {
-		if inner, err := s.resolve(args[3:]); inner != nil && err == nil {
+	if wrapped(args) {
+		if inner, err := s.resolve(args[idemPrefix:]); inner != nil && err == nil {
 			return inner.name
 		}
 	}
@@ -200,8 +204,8 @@ func (c *conn) infoFanOut(o op, want map[string]bool, all bool, start time.Time)
 func (c *conn) split(o op, args [][]byte, shards map[int][]int, start time.Time) {
 	c.drain()
 	prefix := 1
-	if o.def.name == "idem" {
-		prefix = 4
+	if wrapped(args) {
+		prefix = idemPrefix + 1 // IDEM client seq DEL
 	}
 	total := int64(0)
 	var failed []byte

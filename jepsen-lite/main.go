@@ -4,6 +4,7 @@
 //
 //	go run ./jepsen-lite -duration 60s
 //	go run ./jepsen-lite -duration 15s -faults none -mutant delete-twice
+//	go run ./jepsen-lite -duration 60s -shards 4
 //
 // It builds the rookery binary (or takes -bin), starts a cluster of real
 // processes on 127.0.0.1, and runs concurrent workers through the Go client
@@ -19,6 +20,20 @@
 //   - READONLY reads never run ahead of the writes or back on one connection;
 //   - every acknowledged write is on every node, with the count its history
 //     allows, and the replicas agree key by key (final.go).
+//
+// With -shards N above 1 (shards.go) the cluster is five nodes (-nodes)
+// started with --shards N --replicas 3, the workload's keys falling on every
+// shard. The faults that aim at the leader aim at a node leading a shard
+// (stale-leader: the Bloom filter's shard); membership drains the node before
+// it removes it; and two more faults move replicas while the writes go on:
+// move (a node joins and receives replicas, then another is drained with
+// `rookery node drain`, removed and wiped, the new node in its place) and
+// drain (a node drained until it holds nothing, then undrained until it holds
+// its share again). READONLY readers read only while their node holds a
+// voting replica of the key's shard, on a new connection whenever that
+// changes. After healing the run waits until placement has settled, then
+// "every node" above means every replica of the key's shard as /v1/shards
+// places it, and the replicas are compared shard by shard.
 //
 // "jepsen-lite table DIR..." prints the runs whose -out directories are given
 // as the Markdown table of docs/RELIABILITY.md.

@@ -137,6 +137,13 @@ func nodeFlags(cfg Config) []string {
 // an error; the nodes are stopped when it returns.
 func Run(cfg Config) (*Report, error) {
 	rep := &Report{OK: true}
+	if cfg.Shards <= 1 {
+		for _, f := range cfg.Faults {
+			if slices.Contains(shardedOnly, f) {
+				return nil, fmt.Errorf("fault %s moves shard replicas: it needs Shards > 1", f)
+			}
+		}
+	}
 	sec, err := security(cfg)
 	if err != nil {
 		return nil, err

@@ -244,9 +244,11 @@ func (n *Node) membershipLoop() {
 	for {
 		n.maybeBootstrap()
 		n.tendMembership()
-		// With a cluster map, group 0 is a shard like the others: the map
-		// places it and the shard loop moves it (shardloop.go).
-		if n.IsLeader() && n.clusterMap() == nil {
+		// With a cluster map too: group 0 holds the map alone, on every node,
+		// with membership as before shards (at most mapGroupVoters voting);
+		// the shard loop places and moves only the shards' groups
+		// (shardloop.go).
+		if n.IsLeader() {
 			n.reconcile()
 		}
 		select {

@@ -70,6 +70,7 @@ type histLine struct {
 type summary struct {
 	Seed         uint64                  `json:"seed"`
 	Nodes        int                     `json:"nodes"`
+	Shards       int                     `json:"shards,omitempty"` // above 1: a sharded run
 	Workers      int                     `json:"workers"`
 	Workload     time.Duration           `json:"workload_ns"`
 	Ops          map[kind]map[string]int `json:"ops"` // by kind, then outcome
@@ -111,7 +112,7 @@ type latency struct {
 
 // summarize makes the summary of a run.
 func summarize(cfg Config, rep *Report, code int) summary {
-	s := summary{Seed: cfg.Seed, Nodes: cfg.Nodes, Workers: cfg.Workers, Workload: rep.WorkloadDuration,
+	s := summary{Seed: cfg.Seed, Nodes: cfg.Nodes, Shards: cfg.Shards, Workers: cfg.Workers, Workload: rep.WorkloadDuration,
 		Ops: map[kind]map[string]int{}, Faults: rep.Events, FaultsByKind: map[string]int{},
 		Latency: map[kind]latency{}, Linearizable: map[string]string{}, Held: rep.Held, HeldRange: rep.HeldRange,
 		ClientCuts: rep.ClientCuts, Verdict: "OK", FailedChecks: rep.FailedChecks, ExitCode: code, Problems: rep.Problems,

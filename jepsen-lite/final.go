@@ -24,6 +24,11 @@ import (
 //     collision and from below for the rest; the filters' item totals too;
 //   - the replicas agree: the same keys, the same INFO for each, and the same
 //     SCANDUMP bytes for every Bloom and cuckoo filter.
+//
+// In a sharded run "every node" is every replica of the key's shard, as the
+// map places them once the cluster has settled after healing: each is read
+// directly, where it answers from its own replica of the shard, and the
+// replicas of each shard are compared key by key.
 
 // itemRange is how many copies of an item a filter may hold at the end.
 type itemRange struct{ lo, hi int64 }
@@ -83,8 +88,9 @@ func finalClient(cl *nodeproc.Cluster, m *nodeproc.Member) *redis.Client {
 }
 
 // checkFinal checks every node's final state against the history, and the
-// replicas against each other.
-func checkFinal(cl *nodeproc.Cluster, e expectation, exact map[string]map[string]bool, rep *Report) {
+// replicas against each other; sm, in a sharded run, says which nodes hold
+// which keys.
+func checkFinal(cl *nodeproc.Cluster, sm shardMap, e expectation, exact map[string]map[string]bool, rep *Report) {
 	ctx := context.Background()
 	for _, k := range []string{bloomKey, scalableKey} {
 		rep.AckedBloom += len(e.bloomPresent[k])
@@ -102,9 +108,10 @@ func checkFinal(cl *nodeproc.Cluster, e expectation, exact map[string]map[string
 	var ids []string
 	for _, m := range cl.Nodes {
 		r := finalClient(cl, m)
-		if err := checkNode(ctx, r, m.ID, e, exact, rep); err != nil {
+		holds := sm.holder(m.ID)
+		if err := checkNode(ctx, r, m.ID, holds, e, exact, rep); err != nil {
 			rep.fail(checkRecovery, "%s: %v", m.ID, err)
-		} else if st, err := nodeState(ctx, r); err != nil {
+		} else if st, err := nodeState(ctx, r, holds, sm != nil); err != nil {
 			rep.fail(checkRecovery, "%s: %v", m.ID, err)
 		} else {
 			states[m.ID] = st
@@ -112,11 +119,63 @@ func checkFinal(cl *nodeproc.Cluster, e expectation, exact map[string]map[string
 		}
 		r.Close()
 	}
-	compareReplicas(ids, states, rep)
+	if sm == nil {
+		compareReplicas(ids, states, rep)
+		return
+	}
+	for s, group := range sm.replicaStates(ids, states) {
+		if len(group.ids) < shardReplicas {
+			rep.fail(checkRecovery, "shard %d: only %v of its replicas %v answered the final reads", s, group.ids, sm.replicas(s))
+		}
+		compareReplicas(group.ids, group.states, rep)
+	}
 }
 
-func checkNode(ctx context.Context, r *redis.Client, id string, e expectation, exact map[string]map[string]bool, rep *Report) error {
+// holder says which keys node holds: in a sharded run those of the shards
+// the map places on it, else every key.
+func (sm shardMap) holder(node string) func(key string) bool {
+	if sm == nil {
+		return func(string) bool { return true }
+	}
+	return func(key string) bool { return slices.Contains(sm.replicas(sm.shardOf(key)), node) }
+}
+
+// shardStates is one shard's replicas and, for each, its keys' states.
+type shardStates struct {
+	ids    []string
+	states map[string]map[string]string
+}
+
+// replicaStates splits the nodes' states by shard: per shard, the replicas
+// the map places it on (of ids, the nodes that answered) with the states of
+// the shard's keys only.
+func (sm shardMap) replicaStates(ids []string, states map[string]map[string]string) []shardStates {
+	out := make([]shardStates, len(sm))
+	for s := range sm {
+		out[s].states = map[string]map[string]string{}
+		for _, id := range sm.replicas(s) {
+			if !slices.Contains(ids, id) {
+				continue
+			}
+			out[s].ids = append(out[s].ids, id)
+			st := map[string]string{}
+			for k, v := range states[id] {
+				if sm.shardOf(k) == s {
+					st[k] = v
+				}
+			}
+			out[s].states[id] = st
+		}
+	}
+	return out
+}
+
+func checkNode(ctx context.Context, r *redis.Client, id string, holds func(string) bool, e expectation, exact map[string]map[string]bool,
+	rep *Report) error {
 	for _, key := range []string{bloomKey, scalableKey} {
+		if !holds(key) {
+			continue
+		}
 		for _, batch := range chunks(e.bloomPresent[key], 1000) {
 			got, err := r.BFMExists(ctx, key, batch...).Result()
 			if err != nil {
@@ -130,6 +189,9 @@ func checkNode(ctx context.Context, r *redis.Client, id string, e expectation, e
 		}
 	}
 	for _, key := range []string{cuckooKey, countingKey} {
+		if !holds(key) {
+			continue
+		}
 		cmd := "CF.COUNT"
 		if key == countingKey {
 			cmd = "CBF.COUNT"
@@ -201,8 +263,10 @@ func infoMap(ctx context.Context, r *redis.Client, cmd, key string) (map[string]
 }
 
 // nodeState is every key of a node with its INFO and, for Bloom and cuckoo
-// filters, a digest of its dump.
-func nodeState(ctx context.Context, r *redis.Client) (map[string]string, error) {
+// filters, a digest of its dump. In a sharded cluster (sharded) SCAN lists
+// every shard's keys: the node's state is those of the shards it holds
+// (holds) that its own replica has.
+func nodeState(ctx context.Context, r *redis.Client, holds func(string) bool, sharded bool) (map[string]string, error) {
 	var keys []string
 	for cur := uint64(0); ; {
 		ks, next, err := r.Scan(ctx, cur, "*", 1000).Result()
@@ -216,6 +280,20 @@ func nodeState(ctx context.Context, r *redis.Client) (map[string]string, error) 
 	}
 	st := map[string]string{}
 	for _, k := range keys {
+		if !holds(k) {
+			continue
+		}
+		if sharded {
+			// Listed by another replica of its shard: absent here is a
+			// difference, for compareReplicas to report.
+			n, err := r.Exists(ctx, k).Result()
+			if err != nil {
+				return nil, fmt.Errorf("EXISTS %s: %w", k, err)
+			}
+			if n == 0 {
+				continue
+			}
+		}
 		family := "BF"
 		switch k {
 		case cuckooKey, windowCuckooKey:

@@ -223,7 +223,8 @@ func TestOracleFindsCollisions(t *testing.T) {
 // TestRunWithFaults runs the whole suite briefly: a three-node cluster of real
 // processes, killed, paused and restarted under a workload, must keep every
 // acknowledged write, apply each once and stay linearizable; once in plain
-// text and once secured with TLS everywhere.
+// text and once secured with TLS everywhere; then five nodes of four shards,
+// whose replicas move and drain as well.
 func TestRunWithFaults(t *testing.T) {
 	dir := t.TempDir()
 	bin, err := nodeproc.Build(dir, false)
@@ -261,7 +262,7 @@ func TestRunWithFaults(t *testing.T) {
 	})
 	t.Run("tls=true", func(t *testing.T) {
 		rep, err := Run(Config{Binary: bin, Dir: t.TempDir(), Nodes: 3, Workers: 8, Duration: d, TLS: true,
-			Faults: allFaults, Interval: time.Second,
+			Faults: defaultFaults(1), Interval: time.Second,
 			Hold: 1500 * time.Millisecond, OpTimeout: 10 * time.Second, Seed: 42, Log: t.Logf})
 		if err != nil {
 			t.Fatal(err)
@@ -271,6 +272,21 @@ func TestRunWithFaults(t *testing.T) {
 			t.Fatal("the run found problems")
 		}
 		if rep.Faults < 3 || rep.Ops < 1000 {
+			t.Fatalf("too little happened to prove anything: %d faults, %d operations", rep.Faults, rep.Ops)
+		}
+	})
+	t.Run("shards=4", func(t *testing.T) {
+		rep, err := Run(Config{Binary: bin, Dir: t.TempDir(), Nodes: 5, Shards: 4, Workers: 8, Duration: d,
+			Faults: []string{faultMove, faultDrain, faultKill, faultStaleLeader, faultMembership}, Interval: time.Second,
+			Hold: 1500 * time.Millisecond, OpTimeout: 10 * time.Second, Seed: 42, Log: t.Logf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Log("\n" + rep.String())
+		if !rep.OK {
+			t.Fatal("the run found problems")
+		}
+		if rep.Faults < 2 || rep.Ops < 1000 {
 			t.Fatalf("too little happened to prove anything: %d faults, %d operations", rep.Faults, rep.Ops)
 		}
 	})

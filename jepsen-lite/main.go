@@ -4,6 +4,7 @@
 //
 //	go run ./jepsen-lite -duration 60s
 //	go run ./jepsen-lite -duration 15s -faults none -mutant delete-twice
+//	go run ./jepsen-lite -duration 60s -shards 4
 //
 // It builds the rookery binary (or takes -bin), starts a cluster of real
 // processes on 127.0.0.1, and runs concurrent workers through the Go client
@@ -19,6 +20,20 @@
 //   - READONLY reads never run ahead of the writes or back on one connection;
 //   - every acknowledged write is on every node, with the count its history
 //     allows, and the replicas agree key by key (final.go).
+//
+// With -shards N above 1 (shards.go) the cluster is five nodes (-nodes)
+// started with --shards N --replicas 3, the workload's keys falling on every
+// shard. The faults that aim at the leader aim at a node leading a shard
+// (stale-leader: the Bloom filter's shard); membership drains the node before
+// it removes it; and two more faults move replicas while the writes go on:
+// move (a node joins and receives replicas, then another is drained with
+// `rookery node drain`, removed and wiped, the new node in its place) and
+// drain (a node drained until it holds nothing, then undrained until it holds
+// its share again). READONLY readers read only while their node holds a
+// voting replica of the key's shard, on a new connection whenever that
+// changes. After healing the run waits until placement has settled, then
+// "every node" above means every replica of the key's shard as /v1/shards
+// places it, and the replicas are compared shard by shard.
 //
 // "jepsen-lite table DIR..." prints the runs whose -out directories are given
 // as the Markdown table of docs/RELIABILITY.md.
@@ -118,10 +133,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	var cfg Config
 	bin := fl.String("bin", "", "rookery binary to run (default: build it)")
-	faults := fl.String("faults", strings.Join(allFaults, ","), "faults to inject, comma separated: "+strings.Join(allFaults, ", ")+"; or none")
+	faults := fl.String("faults", "", "faults to inject, comma separated: "+strings.Join(allFaults, ", ")+" ("+
+		strings.Join(shardedOnly, " and ")+" with -shards > 1 only); or none (default: every fault the cluster can take)")
 	mutantName := fl.String("mutant", "", "plant this bug in the nodes, to see the checker catch it (builds them with -tags rookery_mutants): "+strings.Join(mutant.Names, ", "))
 	out := fl.String("out", "", "directory to keep the history, summary and visualizations in (and, on failure, the nodes' data and logs)")
-	fl.IntVar(&cfg.Nodes, "nodes", 3, "cluster size")
+	fl.IntVar(&cfg.Nodes, "nodes", 3, "cluster size (default 5 with -shards > 1)")
+	fl.IntVar(&cfg.Shards, "shards", 1, "shards: above 1, the cluster runs with --shards N --replicas 3 and the checks go per shard")
 	fl.IntVar(&cfg.Workers, "workers", 8, "concurrent clients")
 	fl.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the workload runs")
 	fl.DurationVar(&cfg.Interval, "interval", 2*time.Second, "pause between faults")
@@ -137,11 +154,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitSetup
 	}
 	cfg.NodeFlags = strings.Fields(*nodeFlags)
-	if *faults != "none" {
+	nodesSet := false
+	fl.Visit(func(f *flag.Flag) { nodesSet = nodesSet || f.Name == "nodes" })
+	if cfg.Shards < 1 {
+		logger.Printf("-shards %d: want 1 or more", cfg.Shards)
+		return exitSetup
+	}
+	if cfg.Shards > 1 && !nodesSet {
+		cfg.Nodes = 5
+	}
+	if cfg.Shards > 1 && cfg.Nodes < shardReplicas {
+		logger.Printf("-shards %d needs -nodes %d or more (each shard has %d replicas)", cfg.Shards, shardReplicas, shardReplicas)
+		return exitSetup
+	}
+	switch *faults {
+	case "none":
+	case "":
+		cfg.Faults = defaultFaults(cfg.Shards)
+	default:
 		cfg.Faults = strings.Split(*faults, ",")
 		for _, f := range cfg.Faults {
 			if !slices.Contains(allFaults, f) {
 				logger.Printf("unknown fault %q; the faults are %s", f, strings.Join(allFaults, ", "))
+				return exitSetup
+			}
+			if cfg.Shards == 1 && slices.Contains(shardedOnly, f) {
+				logger.Printf("fault %q moves shard replicas: it needs -shards > 1", f)
 				return exitSetup
 			}
 		}
@@ -169,8 +207,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	cfg.Log = logger.Printf
-	logger.Printf("jepsen-lite: %d nodes, %d workers, %v, faults %v, seed %d, tls %v, mutant %q", cfg.Nodes, cfg.Workers,
-		cfg.Duration, cfg.Faults, cfg.Seed, cfg.TLS, cfg.Mutant)
+	logger.Printf("jepsen-lite: %d nodes, %d shards, %d workers, %v, faults %v, seed %d, tls %v, mutant %q", cfg.Nodes, cfg.Shards,
+		cfg.Workers, cfg.Duration, cfg.Faults, cfg.Seed, cfg.TLS, cfg.Mutant)
 	rep, err := Run(cfg)
 	code := exitSetup
 	if err != nil {

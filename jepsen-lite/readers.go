@@ -27,6 +27,7 @@ const (
 // nodeConn opens go-redis clients to whichever node holds a slot now.
 type nodeConn struct {
 	addr     func(slot int) string
+	id       func(slot int) string // the id of the node in slot now
 	password string
 	tls      *tls.Config
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -118,12 +119,31 @@ const readerPause = 2 * time.Millisecond
 // alternately an item recently acknowledged and an item a worker has not
 // reached yet. Each connection is numbered, so the checker can hold each to
 // its own promise.
-func readOnlyReader(ctx context.Context, slot int, nc nodeConn, h *history, acked *recent, progress []*atomic.Int64, n *counts, seed uint64) {
+//
+// In a sharded run (watch not nil) it reads only while its node holds a
+// voting replica of the Bloom filter's shard (shardMap.servesLocally), and
+// opens a new connection whenever that changes: a node that gains or loses
+// the replica answers from another replica, or from one of its own that
+// starts again from a snapshot, and makes no promise across the change.
+func readOnlyReader(ctx context.Context, slot int, nc nodeConn, h *history, acked *recent, progress []*atomic.Int64, n *counts, seed uint64,
+	watch *shardWatch) {
 	rng := rand.New(rand.NewPCG(seed, uint64(slot)+100))
 	var dials atomic.Int64 // one connection at a time: the op used the latest
 	r := nc.openCounted(slot, true, 5*time.Second, 1, &dials)
 	defer func() { r.Close() }()
+	serving := watch == nil
 	for i := 0; ctx.Err() == nil; i++ {
+		if watch != nil {
+			if now := watch.get().servesLocally(bloomKey, nc.id(slot)); now != serving {
+				r.Close()
+				r = nc.openCounted(slot, true, 5*time.Second, 1, &dials)
+				serving = now
+			}
+			if !serving {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+		}
 		var item string
 		if i%2 == 0 {
 			a, ok := acked.pick(rng)

@@ -18,9 +18,13 @@ import (
 
 // Config is one run.
 type Config struct {
-	Binary    string        // the rookery binary
-	Dir       string        // data directories go under it
-	Nodes     int           // cluster size
+	Binary string // the rookery binary
+	Dir    string // data directories go under it
+	Nodes  int    // cluster size
+	// Shards, above 1, starts the cluster with --shards Shards --replicas 3
+	// (shards.go): keys spread over the shards' Raft groups, faults aim at
+	// shard leaders, and the final checks read each shard's replicas.
+	Shards    int
 	Workers   int           // concurrent clients
 	Duration  time.Duration // of the workload with faults
 	Faults    []string      // of allFaults; none for a run without faults
@@ -70,10 +74,10 @@ type Report struct {
 // The checks of a run; main maps each to an exit code.
 const (
 	checkLinearizable  = "linearizable"      // every history is linearizable
-	checkAckedKept     = "acknowledged-kept" // every acknowledged write is on every node
+	checkAckedKept     = "acknowledged-kept" // every acknowledged write is on every node (sharded: every replica of its shard)
 	checkCount         = "item-count"        // no write applied twice
 	checkRecovery      = "recovery"          // every node recovered and answered the final reads
-	checkReplicas      = "replicas-agree"    // every node holds the same filters
+	checkReplicas      = "replicas-agree"    // every node (sharded: every replica of a shard) holds the same filters
 	checkReadOnlyReads = "readonly"          // READONLY reads kept their promise
 	checkWindowed      = "windowed"          // windowed filters hold items for their window, then forget them
 )
@@ -118,6 +122,9 @@ func nodeFlags(cfg Config) []string {
 	if len(cfg.Faults) > 0 {
 		flags = append(flags, "--fault-injection")
 	}
+	if cfg.Shards > 1 {
+		flags = append(flags, "--shards", fmt.Sprint(cfg.Shards), "--replicas", fmt.Sprint(shardReplicas))
+	}
 	if cfg.Mutant != "" && !slices.Contains(replicaMutants, cfg.Mutant) {
 		flags = append(flags, "--mutant", cfg.Mutant)
 	}
@@ -130,6 +137,13 @@ func nodeFlags(cfg Config) []string {
 // an error; the nodes are stopped when it returns.
 func Run(cfg Config) (*Report, error) {
 	rep := &Report{OK: true}
+	if cfg.Shards <= 1 {
+		for _, f := range cfg.Faults {
+			if slices.Contains(shardedOnly, f) {
+				return nil, fmt.Errorf("fault %s moves shard replicas: it needs Shards > 1", f)
+			}
+		}
+	}
 	sec, err := security(cfg)
 	if err != nil {
 		return nil, err
@@ -138,7 +152,7 @@ func Run(cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	topo := &topology{cl: cl, nextID: cfg.Nodes}
+	topo := &topology{cl: cl, nextID: cfg.Nodes, sharded: cfg.Shards > 1}
 	logs := &nodeLogs{}
 	defer func() {
 		cl.Close()
@@ -151,6 +165,13 @@ func Run(cfg Config) (*Report, error) {
 			rep.NodeLogs[id] = l
 		}
 	}()
+	if topo.sharded {
+		// Every shard created, led and on its three replicas before the
+		// first write.
+		if _, err := waitSettled(cl.Nodes, shardReplicas, 2*time.Minute); err != nil {
+			return rep, err
+		}
+	}
 	ctx := context.Background()
 	cut := newCutter(cfg.Seed)
 	c, err := client.New(ctx, client.Options{Addrs: cl.RESPAddrs(), RetryBackoff: 20 * time.Millisecond,
@@ -169,7 +190,7 @@ func Run(cfg Config) (*Report, error) {
 	acked := newRecent(4096)
 	wctx, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
-	nc := nodeConn{addr: topo.addr, password: sec.Password, tls: sec.RESPTLSConfig(), dial: cut.dial}
+	nc := nodeConn{addr: topo.addr, id: topo.id, password: sec.Password, tls: sec.RESPTLSConfig(), dial: cut.dial}
 	progress := make([]*atomic.Int64, cfg.Workers)
 	var wg sync.WaitGroup
 	for i := range cfg.Workers {
@@ -178,12 +199,18 @@ func Run(cfg Config) (*Report, error) {
 		wg.Add(1)
 		go func() { defer wg.Done(); w.run(wctx) }()
 	}
+	var watch *shardWatch
+	watchDone := make(chan struct{})
+	if topo.sharded {
+		watch = &shardWatch{}
+		go watch.run(watchDone, topo, 250*time.Millisecond)
+	}
 	for slot := range cfg.Nodes {
 		wg.Add(2)
 		go func() { defer wg.Done(); pinnedReader(wctx, slot, nc, h, acked, &n, cfg.Seed) }()
-		go func() { defer wg.Done(); readOnlyReader(wctx, slot, nc, h, acked, progress, &n, cfg.Seed) }()
+		go func() { defer wg.Done(); readOnlyReader(wctx, slot, nc, h, acked, progress, &n, cfg.Seed, watch) }()
 	}
-	nem := &nemesis{topo: topo, faults: cfg.Faults, interval: cfg.Interval, hold: cfg.Hold,
+	nem := &nemesis{topo: topo, bin: cfg.Binary, faults: cfg.Faults, interval: cfg.Interval, hold: cfg.Hold,
 		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed)), log: cfg.Log, h: h, logs: logs, cut: cut, nc: nc,
 		acked: acked, n: &n}
 	nemErr := make(chan error, 1)
@@ -194,6 +221,7 @@ func Run(cfg Config) (*Report, error) {
 	}
 	nemesisErr := <-nemErr
 	wg.Wait()
+	close(watchDone)
 	end := h.now()
 	rep.Faults, rep.Events, rep.WorkloadDuration, rep.History = nem.injected, nem.events, time.Duration(end), h.all()
 	rep.ClientCuts, rep.Slow = cut.cuts.Load(), nem.slow
@@ -215,6 +243,18 @@ func Run(cfg Config) (*Report, error) {
 		if err := m.WaitReady(30 * time.Second); err != nil {
 			rep.fail(checkRecovery, "%s did not recover: %v", m.ID, err)
 		}
+	}
+	// Sharded: the replicas to check are those the map places once the
+	// controller has nothing left to move.
+	var final shardMap
+	if topo.sharded {
+		if final, err = waitSettled(cl.Nodes, shardReplicas, 3*time.Minute); err != nil {
+			rep.fail(checkRecovery, "%v", err)
+			if final, err = anyShards(cl.Nodes); err != nil {
+				return rep, err
+			}
+		}
+		cfg.Log("shards after healing: %v", placement(final))
 	}
 
 	start := time.Now()
@@ -238,7 +278,7 @@ func Run(cfg Config) (*Report, error) {
 	// The windowed filters empty before the replicas are compared, so that
 	// no tick changes them between one node's reads and the next's.
 	checkWindowFinal(cl, ops, rep)
-	checkFinal(cl, expect(ops), exact, rep)
+	checkFinal(cl, final, expect(ops), exact, rep)
 	rep.CheckDuration = time.Since(start)
 	return rep, nil
 }

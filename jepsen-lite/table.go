@@ -16,11 +16,12 @@ import (
 // docs/RELIABILITY.md.
 //
 //	go run ./jepsen-lite table runs/*
+//
+// Runs of a sharded cluster add a column of shards and count the faults
+// that move replicas too.
 func table(dirs []string, w io.Writer) error {
-	faultKinds := allFaults[:len(allFaults)-1] // a mix is counted as its parts' kinds too
-	fmt.Fprintf(w, "| seed | workload | ok ops | unknown | failed | faults (%s) | leader hit | cuts | snapshots restored (installed) | slow SIGTERM exits | longest unavailable | violations | acked lost | verdict |\n",
-		strings.Join(faultKinds, "/"))
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	var sums []summary
+	sharded := false
 	for _, d := range dirs {
 		b, err := os.ReadFile(filepath.Join(d, "summary.json"))
 		if err != nil {
@@ -30,6 +31,21 @@ func table(dirs []string, w io.Writer) error {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return fmt.Errorf("%s: %w", d, err)
 		}
+		sums = append(sums, s)
+		sharded = sharded || s.Shards > 1
+	}
+	// A mix is counted as its parts' kinds too.
+	faultKinds := slices.DeleteFunc(slices.Clone(allFaults), func(f string) bool {
+		return f == faultMix || (!sharded && slices.Contains(shardedOnly, f))
+	})
+	shardCol, shardSep := "", ""
+	if sharded {
+		shardCol, shardSep = " shards |", "---|"
+	}
+	fmt.Fprintf(w, "| seed |%s workload | ok ops | unknown | failed | faults (%s) | leader hit | cuts | snapshots restored (installed) | slow SIGTERM exits | longest unavailable | violations | acked lost | verdict |\n",
+		shardCol, strings.Join(faultKinds, "/"))
+	fmt.Fprintln(w, "|---|"+shardSep+"---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, s := range sums {
 		var ok, unknown, failed int
 		for _, by := range s.Ops {
 			ok, unknown, failed = ok+by["ok"], unknown+by["unknown"], failed+by["fail"]
@@ -57,7 +73,11 @@ func table(dirs []string, w io.Writer) error {
 				lost++
 			}
 		}
-		fmt.Fprintf(w, "| %d | %v | %d | %d | %d | %s | %d | %d | %d (%d) | %d | %v | %d | %d | %s |\n", s.Seed,
+		shards := ""
+		if sharded {
+			shards = fmt.Sprintf(" %d |", max(s.Shards, 1))
+		}
+		fmt.Fprintf(w, "| %d |%s %v | %d | %d | %d | %s | %d | %d | %d (%d) | %d | %v | %d | %d | %s |\n", s.Seed, shards,
 			s.Workload.Round(time.Second), ok, unknown, failed, strings.Join(counts, "/"), leader, s.ClientCuts,
 			s.Restores, s.Installs, len(s.SlowStops), longest.Round(100*time.Millisecond), violations, lost, s.Verdict)
 	}

@@ -46,14 +46,16 @@ var spread = map[string]int{
 	"rename": sameSlot, "renamenx": sameSlot,
 }
 
+// wrapped says whether args is an IDEM request: its op's def is then the
+// command IDEM wraps (parseIdem), so only the request itself can tell.
+func wrapped(args [][]byte) bool { return len(args) > idemPrefix && keyword(args[0], "IDEM") }
+
 // keysOf lists the key arguments of a command (its table's firstKey,
-// lastKey and step; IDEM's are its inner command's), with their indexes in
-// args. IDEM is told by its first argument, not by def: the op of IDEM
-// carries its inner command's def (parseIdem), and its keys come after
-// IDEM's session and sequence number.
+// lastKey and step; IDEM's are its inner command's, after IDEM's own
+// arguments), with their indexes in args.
 func (s *Server) keysOf(def *command, args [][]byte) (idx []int) {
 	base := 0
-	if len(args) > idemPrefix && keyword(args[0], "IDEM") {
+	if wrapped(args) {
 		inner, err := s.resolve(args[idemPrefix:])
 		if inner == nil || err != nil {
 			return nil
@@ -76,7 +78,7 @@ func (s *Server) keysOf(def *command, args [][]byte) (idx []int) {
 
 // innerName is the command IDEM wraps, or the command's own name.
 func (s *Server) innerName(def *command, args [][]byte) string {
-	if len(args) > idemPrefix && keyword(args[0], "IDEM") {
+	if wrapped(args) {
 		if inner, err := s.resolve(args[idemPrefix:]); inner != nil && err == nil {
 			return inner.name
 		}
@@ -202,8 +204,8 @@ func (c *conn) infoFanOut(o op, want map[string]bool, all bool, start time.Time)
 func (c *conn) split(o op, args [][]byte, shards map[int][]int, start time.Time) {
 	c.drain()
 	prefix := 1
-	if len(args) > idemPrefix && keyword(args[0], "IDEM") {
-		prefix += idemPrefix // the op's def is the inner command's (parseIdem)
+	if wrapped(args) {
+		prefix = idemPrefix + 1 // IDEM client seq DEL
 	}
 	total := int64(0)
 	var failed []byte

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os/exec"
@@ -503,4 +504,48 @@ func TestShardsFlagKeepsAOneGroupCluster(t *testing.T) {
 	eventually(t, 10*time.Second, "the node to say why it does not shard", func() bool {
 		return strings.Contains(p.Logs(), "not sharding: this cluster holds filters in one group")
 	})
+}
+
+// TestShardedJoinerHoldsTheMap: a sixth node joining a five-node sharded
+// cluster joins the map group (group 0) and becomes ready, as a non-voter:
+// the map group keeps five voters however many nodes hold the map.
+func TestShardedJoinerHoldsTheMap(t *testing.T) {
+	c := startSharded(t, 5, 4, 3)
+	n6, err := c.Add("n6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n6.WaitReady(30 * time.Second); err != nil {
+		t.Fatalf("the sixth node of a sharded cluster: %v", err)
+	}
+	var nodes []struct {
+		ID    string `json:"id"`
+		Voter bool   `json:"voter"`
+	}
+	eventually(t, 30*time.Second, "n6 in the map group's configuration", func() bool {
+		resp, err := c.Nodes[0].HTTPDo("GET", "/v1/nodes")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		nodes = nil
+		if json.NewDecoder(resp.Body).Decode(&nodes) != nil {
+			return false
+		}
+		for _, n := range nodes {
+			if n.ID == "n6" {
+				return true
+			}
+		}
+		return false
+	})
+	voters := 0
+	for _, n := range nodes {
+		if n.Voter {
+			voters++
+		}
+	}
+	if voters != 5 {
+		t.Errorf("the map group has %d voters of %d members, want 5: %+v", voters, len(nodes), nodes)
+	}
 }

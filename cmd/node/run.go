@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,6 +64,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	}
 
 	o.warnExposure(logger)
+	logger.Debug("Go scheduler", "GOMAXPROCS", raiseProcs(env), "cpus", runtime.NumCPU())
 	// Garbage in proportion to the heap's live size, not GOGC's 100% of it: a
 	// node holding 1 GB of filters would otherwise reach 2 GB.
 	stopPace, paced := gcpace.Pace(100*time.Millisecond, gcpace.DefaultFraction, gcpace.DefaultFloor)

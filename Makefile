@@ -7,9 +7,11 @@ GO ?= go
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
 # Style first (gofmt, vet, staticcheck pinned in tools/go.mod), then every test
-# under the race detector.
+# under the race detector. cmd/node's tests run real clusters of race-built
+# nodes (up to seven processes for the sharded ones), which on two cores take
+# longer than go test's default ten minutes.
 test: lint
-	$(GO) test -race ./...
+	$(GO) test -race -timeout 20m ./...
 
 lint:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$out"; exit 1; fi

@@ -224,9 +224,9 @@ func TestImportKinds(t *testing.T) {
 		t.Errorf("CBF.COUNT %v", n)
 	}
 
-	// Created with room for the input: 1.5 times its lines.
+	// Created with room for the input: 1.6 times its lines.
 	code, out, errOut = runImport(t, nil, "--addr", p.RESP, "--key", "coupons", "--kind", "cf", file)
-	if code != 0 || !strings.Contains(errOut, `created cuckoo filter "coupons": capacity 3000 (1.5x the input's line count)`) {
+	if code != 0 || !strings.Contains(errOut, `created cuckoo filter "coupons": capacity 3200 (1.6x the input's line count)`) {
 		t.Fatalf("cf: exit %d\n%s%s", code, out, errOut)
 	}
 	if n := infoInt64(t, c, "CF", "coupons", "Number of items inserted"); n != 2000 {
@@ -498,7 +498,7 @@ func TestImportSizesAndNotes(t *testing.T) {
 	writeKeys(t, file, 0, keys, 0, false)
 
 	code, out, errOut := runImport(t, nil, "--addr", p.RESP, "--key", "cf", "--kind", "cf", file)
-	if code != 0 || !strings.Contains(errOut, `(1.5x the input's lines, estimated from its size)`) {
+	if code != 0 || !strings.Contains(errOut, `(1.6x the input's lines, estimated from its size)`) {
 		t.Fatalf("cf: exit %d\n%s%s", code, out, errOut)
 	}
 	if n := infoInt64(t, c, "CF", "cf", "Number of filters"); n != 1 {

@@ -9,10 +9,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/rookerydb/rookery/cluster"
+	"github.com/rookerydb/rookery/internal/atomicfile"
 	"github.com/rookerydb/rookery/internal/toolclient"
 )
 
@@ -44,58 +44,39 @@ func shardCount(ctx context.Context, c *toolclient.Client) (int, error) {
 // saveBundle writes every shard's backup, verified as it arrives, into one
 // bundle at o.file (renamed into place once whole).
 func saveBundle(ctx context.Context, c *toolclient.Client, o *snapshotOptions, shards int, stdout io.Writer) error {
-	tmp, err := os.CreateTemp(filepath.Dir(o.file), "."+filepath.Base(o.file)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	bw, err := cluster.NewBundleWriter(w, shards)
-	if err != nil {
-		return err
-	}
 	filters, bytes := 0, int64(0)
-	for s := range shards {
-		path := fmt.Sprintf("/v1/snapshot?shard=%d", s)
-		if o.stale {
-			path += "&stale=1"
-		}
-		resp, err := c.Do(ctx, http.MethodGet, path, nil)
+	err := atomicfile.WriteFrom(o.file, 0o600, func(f io.Writer) error {
+		w := bufio.NewWriterSize(f, 1<<20)
+		bw, err := cluster.NewBundleWriter(w, shards)
 		if err != nil {
-			return fmt.Errorf("shard %d: %w", s, err)
+			return err
 		}
-		info, err := bw.Part(resp.Body, resp.ContentLength)
-		resp.Body.Close()
-		if err != nil {
-			return fmt.Errorf("the backup of shard %d from %s failed its checks, so %s was not written: %w",
-				s, resp.Request.URL.Host, o.file, err)
+		for s := range shards {
+			path := fmt.Sprintf("/v1/snapshot?shard=%d", s)
+			if o.stale {
+				path += "&stale=1"
+			}
+			resp, err := c.Do(ctx, http.MethodGet, path, nil)
+			if err != nil {
+				return fmt.Errorf("shard %d: %w", s, err)
+			}
+			info, err := bw.Part(resp.Body, resp.ContentLength)
+			resp.Body.Close()
+			if err != nil {
+				return fmt.Errorf("the backup of shard %d from %s failed its checks, so %s was not written: %w",
+					s, resp.Request.URL.Host, o.file, err)
+			}
+			filters += len(info.State.Filters)
+			bytes += info.FileBytes
 		}
-		filters += len(info.State.Filters)
-		bytes += info.FileBytes
-	}
-	if err := bw.Close(); err != nil {
+		if err := bw.Close(); err != nil {
+			return err
+		}
+		return w.Flush()
+	})
+	if err != nil {
 		return err
 	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), o.file); err != nil {
-		return err
-	}
-	done = true
-	syncDir(filepath.Dir(o.file))
 	fmt.Fprintf(stdout, "saved %s: %d shards, %d filters, %d bytes of shard backups\n", o.file, shards, filters, bytes)
 	return nil
 }

@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -24,6 +23,7 @@ import (
 	"github.com/rookerydb/rookery/cluster"
 	"github.com/rookerydb/rookery/cmd/node/internal/command"
 	"github.com/rookerydb/rookery/cmd/node/internal/flagerr"
+	"github.com/rookerydb/rookery/internal/atomicfile"
 	"github.com/rookerydb/rookery/internal/toolclient"
 )
 
@@ -167,36 +167,18 @@ func snapshotSave(ctx context.Context, o *snapshotOptions, stdout, stderr io.Wri
 		return err
 	}
 	defer resp.Body.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(o.file), "."+filepath.Base(o.file)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
+	var info *cluster.BackupInfo
+	err = atomicfile.WriteFrom(o.file, 0o600, func(f io.Writer) error {
+		w := bufio.NewWriterSize(f, 1<<20)
+		var err error
+		if info, err = cluster.VerifyBackup(io.TeeReader(resp.Body, w)); err != nil {
+			return fmt.Errorf("the backup received from %s failed its checks, so %s was not written: %w", resp.Request.URL.Host, o.file, err)
 		}
-	}()
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	info, err := cluster.VerifyBackup(io.TeeReader(resp.Body, w))
+		return w.Flush()
+	})
 	if err != nil {
-		return fmt.Errorf("the backup received from %s failed its checks, so %s was not written: %w", resp.Request.URL.Host, o.file, err)
-	}
-	if err := w.Flush(); err != nil {
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), o.file); err != nil {
-		return err
-	}
-	done = true
-	syncDir(filepath.Dir(o.file))
 	m := info.Meta
 	fmt.Fprintf(stdout, "saved %s: index %d, term %d, %d bytes, %d filters (taken on %s)\n",
 		o.file, m.Index, m.Term, info.FileBytes, len(info.State.Filters), m.Node)
@@ -212,14 +194,6 @@ func isBundleFile(f *os.File) (bool, error) {
 		return false, err
 	}
 	return cluster.IsBundle(head[:n]), nil
-}
-
-// syncDir makes a rename in dir durable, where the system allows it.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
 }
 
 // snapshotRestore verifies the file here first, so that a damaged one never

@@ -226,9 +226,7 @@ func (n *Node) Ready() bool {
 func (n *Node) shardsProblem() string {
 	m := n.clusterMap()
 	if m == nil {
-		if n.cfg.Shards > 0 && n.fsm.Len() == 0 {
-			// (A cluster that held filters before --shards stays one group
-			// and serves: createMap.)
+		if n.awaitingMap() {
 			return "waiting for the cluster's map of shards"
 		}
 		return ""
@@ -254,6 +252,13 @@ func (n *Node) shardsProblem() string {
 		}
 	}
 	return ""
+}
+
+// awaitingMap reports whether this node, started with --shards, waits for
+// the cluster's first map: there is none yet and group 0 holds no filters (a
+// cluster that holds some stays one group and serves: createMap).
+func (n *Node) awaitingMap() bool {
+	return n.clusterMap() == nil && n.cfg.Shards > 0 && n.fsm.Len() == 0
 }
 
 // Problem says what keeps the node from serving ("" when nothing does).

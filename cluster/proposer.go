@@ -71,9 +71,8 @@ func (n *Node) Submit(cmd *fsm.Command) *Future {
 func (n *Node) SubmitTo(s int, cmd *fsm.Command) *Future {
 	m := n.clusterMap()
 	if m == nil {
-		if n.cfg.Shards > 0 && n.fsm.Len() == 0 {
-			// A node started with --shards, before the cluster's first map:
-			// a write kept in group 0 now would stop the cluster from
+		if n.awaitingMap() {
+			// A write kept in group 0 now would stop the cluster from
 			// sharding (createMap), so it waits for the map.
 			fut := NewFuture()
 			fut.Resolve(nil, fmt.Errorf("%w: waiting for the cluster's map of shards", ErrNoLeader))

@@ -274,7 +274,7 @@ func (n *Node) proposeMap(m *fsm.Map) error {
 // be created by the member placed to lead it (group 0 keeps the map alone
 // from then on).
 func (n *Node) createMap() {
-	if n.entryCodec() < fsm.CodecV7 {
+	if n.entryCodec() < fsm.MinCodec(&fsm.Command{Op: fsm.OpSetMap}) {
 		n.warnEvery("map-format", "not sharding yet: a member of the cluster reads only an older log format; upgrade every node")
 		return
 	}

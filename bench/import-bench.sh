@@ -34,53 +34,9 @@ KINDS=${KINDS:-"bf cf"}
 
 cd "$(dirname "$0")/.."
 
-need() {
-	local missing=()
-	command -v redis-cli >/dev/null || missing+=(redis-tools)
-	command -v redis-server >/dev/null || missing+=(redis-server)
-	command -v curl >/dev/null || missing+=(curl)
-	command -v xxd >/dev/null || missing+=(xxd)
-	if [ ${#missing[@]} -gt 0 ]; then
-		echo "installing ${missing[*]}" >&2
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-	fi
-}
-need
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-# free_port prints a TCP port on 127.0.0.1 that nothing listens on.
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return
-		fi
-	done
-}
-
-wait_for() { # wait_for DESCRIPTION COMMAND...
-	local what=$1
-	shift
-	for _ in $(seq 1 300); do
-		if "$@" >/dev/null 2>&1; then return 0; fi
-		sleep 0.1
-	done
-	echo "timed out waiting for $what" >&2
-	for f in "$work"/*.log; do
-		[ -f "$f" ] && { echo "== $f" >&2; grep -v 'join failed, retrying' "$f" | tail -n 5 >&2; }
-	done
-	exit 1
-}
+. bench/lib.sh
+need redis-cli:redis-tools redis-server:redis-server curl:curl xxd:xxd
+start_work
 
 # cpu PID... prints the CPU seconds (user + system) the processes have used.
 cpu() {

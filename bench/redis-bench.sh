@@ -34,57 +34,10 @@ KEYSPACE=${KEYSPACE:-1000000}
 
 cd "$(dirname "$0")/.."
 
-need() {
-	local missing=()
-	command -v redis-benchmark >/dev/null || missing+=(redis-tools)
-	command -v redis-server >/dev/null || missing+=(redis-server)
-	command -v curl >/dev/null || missing+=(curl)
-	if [ ${#missing[@]} -gt 0 ]; then
-		echo "installing ${missing[*]}" >&2
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-	fi
-}
-need
-
-server=() client=()
-if [ "${PIN:-1}" = 1 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
-	server=(taskset -c 0) client=(taskset -c 1)
-fi
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-# free_port prints a TCP port on 127.0.0.1 that nothing listens on.
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return
-		fi
-	done
-}
-
-wait_for() { # wait_for DESCRIPTION COMMAND...
-	local what=$1
-	shift
-	for _ in $(seq 1 300); do
-		if "$@" >/dev/null 2>&1; then return 0; fi
-		sleep 0.1
-	done
-	echo "timed out waiting for $what" >&2
-	for f in "$work"/*.log; do
-		[ -f "$f" ] && { echo "== $f" >&2; grep -v 'join failed, retrying' "$f" | tail -n 5 >&2; }
-	done
-	exit 1
-}
+. bench/lib.sh
+need redis-benchmark:redis-tools redis-server:redis-server curl:curl
+pin
+start_work
 
 echo "building rookery" >&2
 CGO_ENABLED=0 go build -o "$work/rookery" ./cmd/node

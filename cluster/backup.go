@@ -386,7 +386,7 @@ func (g *group) RestoreBackup(ctx context.Context, r io.Reader, size int64) (*Re
 	if size > limit {
 		return nil, fmt.Errorf("%w: %d bytes, this node takes at most %d", ErrBackupTooLarge, size, limit)
 	}
-	f, err := g.n.receiveBackup(ctx, r, limit)
+	f, err := g.receiveBackup(ctx, r, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -398,10 +398,11 @@ func (g *group) RestoreBackup(ctx context.Context, r io.Reader, size int64) (*Re
 	if err != nil {
 		return nil, err
 	}
-	// Every replica installs the backup: it must fit the smallest limit (memlimit.go).
-	if max, who := g.memLimit(); max > 0 && info.State.MemoryBytes > max {
-		return nil, fmt.Errorf("%w: the backup's filters take %d bytes, more than node %s's --max-memory (%d)",
-			ErrTooLarge, info.State.MemoryBytes, who, max)
+	// Every replica installs the backup in place of the group's state: it
+	// must fit in the room each replica's node leaves the group (budget.go).
+	if b := g.admitBatch(ctx, nil, 0).budget; b.cap > 0 && info.State.MemoryBytes > b.cap {
+		return nil, fmt.Errorf("%w: the backup's filters take %d bytes, more than node %s leaves this shard under its --max-memory (%d, with its other shards)",
+			ErrTooLarge, info.State.MemoryBytes, b.who, b.limit)
 	}
 	if _, err := f.Seek(info.FileBytes-info.Meta.StateBytes-sha256.Size, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("restore: %w", err)

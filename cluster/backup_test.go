@@ -146,7 +146,7 @@ func TestBackupRestoresIntoFreshCluster(t *testing.T) {
 		mustSubmit(t, leader, bfAdd("users", items[i:i+50]...))
 	}
 	fol := src.nodes[src.followers()[0]]
-	if _, err := fol.OpenBackup(ctx, false); !errors.Is(err, ErrNotLeader) {
+	if _, err := fol.meta.OpenBackup(ctx, false); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("backup on a follower: %v, want ErrNotLeader", err)
 	}
 	file := takeBackup(t, ctx, leader, false)
@@ -166,19 +166,19 @@ func TestBackupRestoresIntoFreshCluster(t *testing.T) {
 	_, dl := dst.leader(10 * time.Second)
 	mustSubmit(t, dl, bfAdd("before", "x"))
 	dfol := dst.nodes[dst.followers()[0]]
-	if _, err := dfol.RestoreBackup(ctx, failReader{t}, int64(len(file))); !errors.Is(err, ErrNotLeader) {
+	if _, err := dfol.meta.RestoreBackup(ctx, failReader{t}, int64(len(file))); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("restore on a follower: %v, want ErrNotLeader", err)
 	}
 	bad := bytes.Clone(file)
 	bad[len(bad)/2] ^= 0x10
-	if _, err := dl.RestoreBackup(ctx, bytes.NewReader(bad), int64(len(bad))); !errors.Is(err, ErrBadBackup) {
+	if _, err := dl.meta.RestoreBackup(ctx, bytes.NewReader(bad), int64(len(bad))); !errors.Is(err, ErrBadBackup) {
 		t.Fatalf("damaged restore: %v, want ErrBadBackup", err)
 	}
-	if !exists(t, dl, "before", "x") || dl.FSM().Len() != 1 {
+	if !exists(t, dl, "before", "x") || dl.meta.fsm.Len() != 1 {
 		t.Fatal("a refused restore changed the state")
 	}
 
-	res, err := dl.RestoreBackup(ctx, bytes.NewReader(file), int64(len(file)))
+	res, err := dl.meta.RestoreBackup(ctx, bytes.NewReader(file), int64(len(file)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestBackupRestoresIntoFreshCluster(t *testing.T) {
 				t.Fatalf("%s lacks %s after the restore", n.ID(), it)
 			}
 		}
-		if _, ok := n.FSM().KindOf("before"); ok {
+		if _, ok := n.meta.fsm.KindOf("before"); ok {
 			t.Fatalf("%s still holds a filter the backup does not", n.ID())
 		}
 	}
@@ -221,7 +221,7 @@ func TestBackupRestoresIntoFreshCluster(t *testing.T) {
 
 func takeBackup(t *testing.T, ctx context.Context, n *Node, stale bool) []byte {
 	t.Helper()
-	b, err := n.OpenBackup(ctx, stale)
+	b, err := n.meta.OpenBackup(ctx, stale)
 	if err != nil {
 		t.Fatalf("backup on %s: %v", n.ID(), err)
 	}
@@ -254,17 +254,17 @@ func TestRestoreBounds(t *testing.T) {
 
 	tc := newTestCluster(t, 1, func(c *Config) { c.MaxMemory = 512 })
 	_, n := tc.leader(10 * time.Second)
-	limit := n.maxBackupBytes()
-	if _, err := n.RestoreBackup(ctx, failReader{t}, limit+1); !errors.Is(err, ErrBackupTooLarge) {
+	limit := n.meta.maxBackupBytes()
+	if _, err := n.meta.RestoreBackup(ctx, failReader{t}, limit+1); !errors.Is(err, ErrBackupTooLarge) {
 		t.Fatalf("announced oversized upload: %v", err)
 	}
-	if _, err := n.RestoreBackup(ctx, io.MultiReader(bytes.NewReader(file), bytes.NewReader(make([]byte, limit))), -1); !errors.Is(err, ErrBackupTooLarge) {
+	if _, err := n.meta.RestoreBackup(ctx, io.MultiReader(bytes.NewReader(file), bytes.NewReader(make([]byte, limit))), -1); !errors.Is(err, ErrBackupTooLarge) {
 		t.Fatalf("unannounced oversized upload: %v", err)
 	}
-	if _, err := n.RestoreBackup(ctx, bytes.NewReader(file), int64(len(file))); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "--max-memory") {
+	if _, err := n.meta.RestoreBackup(ctx, bytes.NewReader(file), int64(len(file))); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "--max-memory") {
 		t.Fatalf("backup over --max-memory: %v", err)
 	}
-	if n.FSM().Len() != 0 {
+	if n.meta.fsm.Len() != 0 {
 		t.Fatal("a refused restore changed the state")
 	}
 	if left, _ := filepath.Glob(filepath.Join(tc.cfgs[0].DataDir, restoreTempPattern)); len(left) > 0 {
@@ -278,7 +278,7 @@ func TestTakeSnapshot(t *testing.T) {
 	_, leader := tc.leader(10 * time.Second)
 	mustSubmit(t, leader, bfAdd("users", "alice"))
 	fol := tc.nodes[tc.followers()[0]]
-	eventually(t, 10*time.Second, "follower applied", func() bool { return fol.FSM().Len() == 1 })
+	eventually(t, 10*time.Second, "follower applied", func() bool { return fol.meta.fsm.Len() == 1 })
 	for _, n := range []*Node{leader, fol} {
 		s, err := n.TakeSnapshot()
 		if err != nil || s.Index == 0 || s.Size == 0 || s.ID == "" {

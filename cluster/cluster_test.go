@@ -90,7 +90,7 @@ func TestLeaderLossKeepsAcknowledgedWrites(t *testing.T) {
 	}
 	tc.start(li)
 	eventually(t, 15*time.Second, "restarted node to catch up", func() bool {
-		return tc.nodes[li].FSM().AppliedIndex() >= nl.FSM().AppliedIndex()
+		return tc.nodes[li].meta.fsm.AppliedIndex() >= nl.meta.fsm.AppliedIndex()
 	})
 	for _, item := range acked {
 		if !exists(t, tc.nodes[li], "coupons", item) {
@@ -111,12 +111,12 @@ func TestFollowerLossAndRejoin(t *testing.T) {
 	}
 	tc.nodes[fi] = nil
 	mustSubmit(t, leader, bfAdd("k", "b"))
-	if got := leader.voters(); got != 3 {
+	if got := leader.meta.voters(); got != 3 {
 		t.Fatalf("after a clean shutdown the node must stay a voter: %d voters", got)
 	}
 	tc.start(fi)
 	eventually(t, 15*time.Second, "follower to rejoin and catch up", func() bool {
-		return tc.nodes[fi].FSM().AppliedIndex() >= leader.FSM().AppliedIndex()
+		return tc.nodes[fi].meta.fsm.AppliedIndex() >= leader.meta.fsm.AppliedIndex()
 	})
 	if !exists(t, tc.nodes[fi], "k", "b") {
 		t.Fatal("write made while the follower was down is missing after rejoin")
@@ -147,7 +147,7 @@ func TestMinorityPartition(t *testing.T) {
 	var nl *Node
 	eventually(t, 10*time.Second, "a majority leader", func() bool {
 		for i, n := range tc.nodes {
-			if i != minority[0] && i != minority[1] && n.IsLeader() {
+			if i != minority[0] && i != minority[1] && n.meta.IsLeader() {
 				nl = n
 				return true
 			}
@@ -159,7 +159,7 @@ func TestMinorityPartition(t *testing.T) {
 	_, final := tc.leader(15 * time.Second)
 	for _, n := range tc.live() {
 		eventually(t, 10*time.Second, "convergence", func() bool {
-			return n.FSM().AppliedIndex() >= final.FSM().AppliedIndex()
+			return n.meta.fsm.AppliedIndex() >= final.meta.fsm.AppliedIndex()
 		})
 		if !exists(t, n, "p", "majority-write") {
 			t.Fatalf("acknowledged write missing on %s after heal", n.ID())
@@ -179,12 +179,12 @@ func TestSnapshotInstallToLaggingNode(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		mustSubmit(t, leader, bfAdd("s", fmt.Sprintf("item-%d", i)))
 	}
-	if err := leader.raft.Snapshot().Error(); err != nil {
+	if err := leader.meta.raft.Snapshot().Error(); err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
 	tc.start(lag)
 	eventually(t, 20*time.Second, "lagging node to catch up from a snapshot", func() bool {
-		return tc.nodes[lag].FSM().AppliedIndex() >= leader.FSM().AppliedIndex()
+		return tc.nodes[lag].meta.fsm.AppliedIndex() >= leader.meta.fsm.AppliedIndex()
 	})
 	for i := 0; i < 200; i++ {
 		if !exists(t, tc.nodes[lag], "s", fmt.Sprintf("item-%d", i)) {
@@ -202,7 +202,7 @@ func TestJoinAndLeave(t *testing.T) {
 	j := tc.add(nil)
 	eventually(t, 20*time.Second, "the fourth node to become a voter", func() bool {
 		_, l := tc.leader(10 * time.Second)
-		return l.voters() == 4
+		return l.meta.voters() == 4
 	})
 	if !exists(t, tc.nodes[j], "m", "a") {
 		t.Fatal("the joined node lacks earlier writes")
@@ -215,7 +215,7 @@ func TestJoinAndLeave(t *testing.T) {
 	}
 	tc.crash(j)
 	_, l := tc.leader(10 * time.Second)
-	eventually(t, 10*time.Second, "configuration to shrink to 3", func() bool { return l.voters() == 3 })
+	eventually(t, 10*time.Second, "configuration to shrink to 3", func() bool { return l.meta.voters() == 3 })
 	mustSubmit(t, l, bfAdd("m", "b"))
 	// The leader itself leaves: it hands over and the rest keep serving.
 	li, l := tc.leader(10 * time.Second)
@@ -224,7 +224,7 @@ func TestJoinAndLeave(t *testing.T) {
 	}
 	tc.crash(li)
 	_, l2 := tc.leader(10 * time.Second)
-	eventually(t, 10*time.Second, "configuration to shrink to 2", func() bool { return l2.voters() == 2 })
+	eventually(t, 10*time.Second, "configuration to shrink to 2", func() bool { return l2.meta.voters() == 2 })
 	mustSubmit(t, l2, bfAdd("m", "c"))
 }
 
@@ -238,7 +238,7 @@ func TestDeadServerRemoval(t *testing.T) {
 	tc.crash(f[0])
 	eventually(t, 20*time.Second, "dead member removed", func() bool {
 		_, l := tc.leader(10 * time.Second)
-		return l.voters() == 2
+		return l.meta.voters() == 2
 	})
 }
 
@@ -251,7 +251,7 @@ func TestNoLeaderRefusesWrites(t *testing.T) {
 	tc.crash(f[0])
 	n := tc.nodes[f[1]]
 	eventually(t, 10*time.Second, "the survivor to lose its leader", func() bool {
-		id, _ := n.Leader()
+		id, _ := n.meta.Leader()
 		return id == ""
 	})
 	_, err := submit(context.Background(), n, bfAdd("x", "y"))
@@ -275,11 +275,11 @@ func TestConcurrentReadsSeePriorWrites(t *testing.T) {
 				defer wg.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				if err := n.ReadBarrier(ctx, ReadLinearizable); err != nil {
+				if err := n.meta.ReadBarrier(ctx, ReadLinearizable); err != nil {
 					errs <- err
 					return
 				}
-				if !n.FSM().Exists(fsm.FamilyBF, "r", [][]byte{[]byte("seen")})[0] {
+				if !n.meta.fsm.Exists(fsm.FamilyBF, "r", [][]byte{[]byte("seen")})[0] {
 					errs <- fmt.Errorf("%s: acknowledged write not visible", n.ID())
 				}
 			}(n)
@@ -304,7 +304,7 @@ func TestGossipKeyKeepsStrangersOut(t *testing.T) {
 	// The strangers never learn of a leader, so look for it among the others.
 	leader := func() *Node {
 		for _, i := range []int{0, 1, 2, friend} {
-			if n := tc.nodes[i]; n != nil && n.IsLeader() {
+			if n := tc.nodes[i]; n != nil && n.meta.IsLeader() {
 				return n
 			}
 		}
@@ -312,7 +312,7 @@ func TestGossipKeyKeepsStrangersOut(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "the node with the key to become a voter", func() bool {
 		l := leader()
-		return l != nil && l.voters() == 4
+		return l != nil && l.meta.voters() == 4
 	})
 	waitRounds(t, leader(), 3) // rounds that would have let a stranger in
 	l := leader()
@@ -367,11 +367,11 @@ func TestFiveNodesLoseTwoLeaders(t *testing.T) {
 func TestLeadershipConfirmedByPeersInTerm(t *testing.T) {
 	tc := newTestCluster(t, 3, nil)
 	li, old := tc.leader(15 * time.Second)
-	term := old.raft.CurrentTerm()
+	term := old.meta.raft.CurrentTerm()
 	confirm := func(n *Node, term uint64) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return n.reads.confirm(ctx, term)
+		return n.meta.reads.confirm(ctx, term)
 	}
 	if err := confirm(old, term); err != nil {
 		t.Fatalf("the leader of term %d could not confirm it: %v", term, err)
@@ -383,7 +383,7 @@ func TestLeadershipConfirmedByPeersInTerm(t *testing.T) {
 	tc.faults.Isolate(tc.cfgs[li].RaftAddr, all...)
 	eventually(t, 15*time.Second, "a leader in a newer term", func() bool {
 		for i, n := range tc.nodes {
-			if i != li && n.IsLeader() && n.raft.CurrentTerm() > term {
+			if i != li && n.meta.IsLeader() && n.meta.raft.CurrentTerm() > term {
 				return true
 			}
 		}
@@ -396,6 +396,6 @@ func TestLeadershipConfirmedByPeersInTerm(t *testing.T) {
 	// Whoever leads once the links are back confirms its own term.
 	eventually(t, 15*time.Second, "the current leader to confirm its term", func() bool {
 		_, cur := tc.leader(5 * time.Second)
-		return cur != nil && confirm(cur, cur.raft.CurrentTerm()) == nil
+		return cur != nil && confirm(cur, cur.meta.raft.CurrentTerm()) == nil
 	})
 }

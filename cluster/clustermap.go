@@ -29,10 +29,6 @@ const MapFile = "map.bin"
 // leader's heartbeats that count go to four followers (docs/SHARDING.md).
 const mapGroupVoters = 5
 
-// opMap asks a node for its cluster map (node-to-node request; body empty,
-// reply fsm.EncodeMap, or empty when it has none).
-const opMap byte = 7
-
 // clusterMap is the newest map this node holds, nil before there is one (a
 // cluster of one group, as before shards).
 func (n *Node) clusterMap() *fsm.Map { return n.cmap.Load() }
@@ -136,9 +132,6 @@ func (n *Node) ShardOf(key string) int { return shardOf(n.clusterMap(), key) }
 
 // leads lists the groups this node leads now.
 func (n *Node) leads() []int {
-	if n.group == nil || n.group.raft == nil {
-		return nil
-	}
 	var out []int
 	for _, g := range n.openGroups() {
 		if g.raft != nil && g.IsLeader() {

@@ -68,9 +68,9 @@ func TestCodecForEveryServer(t *testing.T) {
 			conf(server("n2", raft.Voter), server("n3", raft.Voter)), fsm.CodecV2},
 	} {
 		n := &Node{cfg: Config{ID: "n1", MaxLogFormat: tc.held}, memTable: heard(tc.members)}
-		n.group = &group{n: n}
-		n.codecUsed.Store(uint32(tc.used))
-		if got := n.codecFor(tc.conf); got != tc.want {
+		n.meta = &group{n: n}
+		n.meta.codecUsed.Store(uint32(tc.used))
+		if got := n.meta.codecFor(tc.conf); got != tc.want {
 			t.Errorf("%s: format %d, want %d", tc.name, got, tc.want)
 		}
 	}
@@ -89,10 +89,10 @@ func TestHeldNodeKeepsTheClusterAtItsFormat(t *testing.T) {
 	held := 2
 	formats := func(n *Node) map[byte]int {
 		out := map[byte]int{}
-		first, _ := n.logs.FirstIndex()
-		for i := max(first, 1); i <= n.raft.LastIndex(); i++ {
+		first, _ := n.meta.logs.FirstIndex()
+		for i := max(first, 1); i <= n.meta.raft.LastIndex(); i++ {
 			var lg raft.Log
-			if n.logs.GetLog(i, &lg) == nil && lg.Type == raft.LogCommand {
+			if n.meta.logs.GetLog(i, &lg) == nil && lg.Type == raft.LogCommand {
 				out[lg.Data[1]]++
 			}
 		}
@@ -118,7 +118,7 @@ func TestHeldNodeKeepsTheClusterAtItsFormat(t *testing.T) {
 		t.Fatalf("leader writes format %d with n3 held at 2", st.LogFormatUse)
 	}
 	for _, n := range tc.live() {
-		if h := n.FSM().Halted(); h != nil {
+		if h := n.meta.fsm.Halted(); h != nil {
 			t.Fatalf("%s halted: %v", n.ID(), h)
 		}
 	}
@@ -146,7 +146,7 @@ func TestHeldNodeKeepsTheClusterAtItsFormat(t *testing.T) {
 		return exists(t, tc.nodes[held], "k", "last") && exists(t, tc.nodes[held], "k", "a")
 	})
 	for _, n := range tc.live() {
-		if h := n.FSM().Halted(); h != nil {
+		if h := n.meta.fsm.Halted(); h != nil {
 			t.Fatalf("%s halted: %v", n.ID(), h)
 		}
 	}

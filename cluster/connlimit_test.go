@@ -80,7 +80,7 @@ func TestHalfOpenFloodCostsNoElection(t *testing.T) {
 	tc, _ := newTLSCluster(t, 3)
 	_, l := tc.leader(30 * time.Second)
 	mustSubmit(t, l, bfAdd("k", "before"))
-	term := l.raft.CurrentTerm()
+	term := l.meta.raft.CurrentTerm()
 
 	// Raft port: 16 from one address wait out the 3 s preamble, the rest go at once.
 	closedEarly := flood(t, l.RaftAddr(), 300, preambleTimeout/2)
@@ -93,8 +93,8 @@ func TestHalfOpenFloodCostsNoElection(t *testing.T) {
 		t.Fatalf("only %d of 300 half-open gossip connections were closed at once", gossipClosed)
 	}
 	mustSubmit(t, l, bfAdd("k", "during"))
-	if _, now := tc.leader(5 * time.Second); now != l || l.raft.CurrentTerm() != term {
-		t.Fatalf("the flood moved leadership: term %d, was %d", l.raft.CurrentTerm(), term)
+	if _, now := tc.leader(5 * time.Second); now != l || l.meta.raft.CurrentTerm() != term {
+		t.Fatalf("the flood moved leadership: term %d, was %d", l.meta.raft.CurrentTerm(), term)
 	}
 	if testutil.ToFloat64(l.metrics.peerRefused) < 300-maxPendingPerIP {
 		t.Fatalf("refused raft connections counted: %v", testutil.ToFloat64(l.metrics.peerRefused))

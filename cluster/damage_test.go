@@ -127,11 +127,11 @@ func TestDamagedSnapshotFallsBack(t *testing.T) {
 		}
 	}
 	write(40)
-	if err := n.raft.Snapshot().Error(); err != nil {
+	if err := n.meta.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
 	write(40)
-	if err := n.raft.Snapshot().Error(); err != nil {
+	if err := n.meta.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
 	write(20)
@@ -173,7 +173,7 @@ func TestRecoverRejoinsFromPeers(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "the follower to apply", func() bool {
 		_, l = tc.leader(10 * time.Second)
-		return tc.nodes[f].FSM().AppliedIndex() >= l.FSM().AppliedIndex()
+		return tc.nodes[f].meta.fsm.AppliedIndex() >= l.meta.fsm.AppliedIndex()
 	})
 	dir := tc.cfgs[f].DataDir
 	tc.crash(f)
@@ -197,7 +197,7 @@ func TestRecoverRejoinsFromPeers(t *testing.T) {
 	tc.start(f)
 	eventually(t, 30*time.Second, "the recovered node to be a voter again", func() bool {
 		_, l = tc.leader(10 * time.Second)
-		return l.voters() == 3 && tc.nodes[f].Ready()
+		return l.meta.voters() == 3 && tc.nodes[f].Ready()
 	})
 	for i := 0; i < 50; i++ {
 		if !exists(t, tc.nodes[f], "k", fmt.Sprintf("before-%02d", i)) {
@@ -230,17 +230,17 @@ func TestLeaderSendsSnapshotForDamagedEntry(t *testing.T) {
 	}
 	// Damage x-010's entry in the leader's store, under its cache.
 	_, l := tc.leader(10 * time.Second)
-	first, _ := l.store.FirstIndex()
-	last, _ := l.store.LastIndex()
+	first, _ := l.meta.store.FirstIndex()
+	last, _ := l.meta.store.LastIndex()
 	damaged := false
 	for i := first; i <= last && !damaged; i++ {
 		var lg raft.Log
-		if err := l.store.GetLog(i, &lg); err != nil {
+		if err := l.meta.store.GetLog(i, &lg); err != nil {
 			t.Fatal(err)
 		}
 		if at := bytes.Index(lg.Data, []byte("x-010")); at >= 0 {
 			lg.Data[at+4] ^= 1
-			if err := l.store.StoreLog(&lg); err != nil {
+			if err := l.meta.store.StoreLog(&lg); err != nil {
 				t.Fatal(err)
 			}
 			damaged = true
@@ -251,9 +251,9 @@ func TestLeaderSendsSnapshotForDamagedEntry(t *testing.T) {
 	}
 	tc.start(f)
 	eventually(t, 30*time.Second, "the follower to catch up", func() bool {
-		return tc.nodes[f].FSM().AppliedIndex() >= l.FSM().AppliedIndex()
+		return tc.nodes[f].meta.fsm.AppliedIndex() >= l.meta.fsm.AppliedIndex()
 	})
-	if h := tc.nodes[f].FSM().Halted(); h != nil {
+	if h := tc.nodes[f].meta.fsm.Halted(); h != nil {
 		t.Fatalf("the follower halted: %v", h)
 	}
 	for _, item := range items {
@@ -272,12 +272,12 @@ func TestHaltedNodesReportAndRefuse(t *testing.T) {
 	mustSubmit(t, l, bfAdd("k", "a"))
 	bad := fsm.EncodeCommand(bfAdd("k", "b"))
 	bad[len(bad)-1] ^= 0xff
-	if err := l.raft.Apply(bad, 5*time.Second).Error(); err != nil {
+	if err := l.meta.raft.Apply(bad, 5*time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "every node to halt", func() bool {
 		for _, n := range tc.live() {
-			if n.FSM().Halted() == nil {
+			if n.meta.fsm.Halted() == nil {
 				return false
 			}
 		}
@@ -288,7 +288,7 @@ func TestHaltedNodesReportAndRefuse(t *testing.T) {
 		if st.Ready || !strings.Contains(st.Problem, "corrupt log entry at index") || !strings.Contains(st.Problem, "rookery recover") {
 			t.Fatalf("%s status %+v", n.ID(), st)
 		}
-		if err := n.ReadBarrier(t.Context(), ReadStale); !errors.Is(err, ErrHalted) {
+		if err := n.meta.ReadBarrier(t.Context(), ReadStale); !errors.Is(err, ErrHalted) {
 			t.Fatalf("%s: stale read on a halted node: %v", n.ID(), err)
 		}
 	}
@@ -309,7 +309,7 @@ func TestEntryCodecFollowsTheVoters(t *testing.T) {
 	_, l := tc.leader(10 * time.Second)
 	lastEntryVersion := func() byte {
 		var lg raft.Log
-		if err := l.logs.GetLog(l.raft.LastIndex(), &lg); err != nil {
+		if err := l.meta.logs.GetLog(l.meta.raft.LastIndex(), &lg); err != nil {
 			t.Fatal(err)
 		}
 		return lg.Data[1]

@@ -287,10 +287,21 @@ func (n *Node) diskWatch() {
 		case <-n.stop:
 			return
 		}
-		if n.disk.refuse() != nil && n.IsLeader() && n.voters() > 1 && n.writableVoters() > 1 {
-			if err := n.raft.LeadershipTransfer().Error(); err != nil {
-				n.log.Warn("leader with a full disk could not hand leadership over", "err", err)
-			}
+		if n.disk.refuse() != nil {
+			n.stepAsideFull()
+		}
+	}
+}
+
+// stepAsideFull hands over the leadership of every group this node leads to
+// a voter whose disk takes log: a leader that cannot append takes no write.
+func (n *Node) stepAsideFull() {
+	for _, g := range n.openGroups() {
+		if g.raft == nil || !g.IsLeader() || g.voters() <= 1 || g.writableVoters() <= 1 {
+			continue
+		}
+		if err := g.await(g.raft.LeadershipTransfer()); err != nil {
+			g.log.Warn("leader with a full disk could not hand leadership over", "err", err)
 		}
 	}
 }

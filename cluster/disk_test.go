@@ -84,7 +84,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 		mustSubmit(t, n, bfAdd("k", item))
 		acked = append(acked, item)
 	}
-	term := n.raft.CurrentTerm()
+	term := n.meta.raft.CurrentTerm()
 
 	v.full.Store(true)
 	refused := 0
@@ -108,8 +108,8 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 		t.Fatalf("only %d of 50 writes refused on a full disk", refused)
 	}
 	time.Sleep(2 * time.Second) // elections would show here
-	if got := n.raft.CurrentTerm(); got != term || !n.IsLeader() {
-		t.Fatalf("term %d -> %d, leader %v: the leader flapped", term, got, n.IsLeader())
+	if got := n.meta.raft.CurrentTerm(); got != term || !n.meta.IsLeader() {
+		t.Fatalf("term %d -> %d, leader %v: the leader flapped", term, got, n.meta.IsLeader())
 	}
 	for _, item := range acked {
 		if !exists(t, n, "k", item) {
@@ -150,9 +150,9 @@ func TestDiskFullLeaderStepsAside(t *testing.T) {
 	tc.start(li)
 	eventually(t, 10*time.Second, "the node to rejoin", func() bool { return tc.nodes[li].Ready() })
 	v.attach(tc.nodes[li])
-	for !tc.nodes[li].IsLeader() {
+	for !tc.nodes[li].meta.IsLeader() {
 		_, l := tc.leader(10 * time.Second)
-		if err := l.raft.LeadershipTransferToServer(raft.ServerID(tc.cfgs[li].ID), raft.ServerAddress(tc.nodes[li].RaftAddr())).Error(); err != nil {
+		if err := l.meta.raft.LeadershipTransferToServer(raft.ServerID(tc.cfgs[li].ID), raft.ServerAddress(tc.nodes[li].RaftAddr())).Error(); err != nil {
 			t.Logf("transfer: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)

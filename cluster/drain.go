@@ -29,7 +29,7 @@ func (n *Node) Drain(ctx context.Context, id string, undo bool) error {
 	if m == nil {
 		return ErrNotSharded
 	}
-	if !n.IsLeader() {
+	if !n.meta.IsLeader() {
 		return ErrNotLeader
 	}
 	if _, ok := n.memberMeta(id); !ok && id != n.cfg.ID {
@@ -71,6 +71,7 @@ func (n *Node) Drain(ctx context.Context, id string, undo bool) error {
 type ShardReport struct {
 	ShardInfo
 	Created bool                    `json:"created"`
+	Fenced  []string                `json:"fenced,omitempty"` // nodes a recovery cut off the shard
 	Index   uint64                  `json:"commit_index"`
 	Filters int                     `json:"filters"`
 	Bytes   uint64                  `json:"memory_bytes"`
@@ -83,31 +84,45 @@ type ReplicaState struct {
 	Applied uint64 `json:"applied_index"`
 }
 
-// ShardReports describes every shard, asking each replica about its group
-// (a second at most each).
+// ShardReports describes every shard from the reports this node holds
+// (reports.go): no replica is asked anything, so it answers at once. A
+// replica whose node has not reported within a few seconds, or whose report
+// lacks the shard's group, is "unreachable".
 func (n *Node) ShardReports(ctx context.Context) ([]ShardReport, error) {
 	m := n.clusterMap()
 	if m == nil {
 		return nil, ErrNotSharded
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	n.reports.put(n.localReport(), time.Now())
+	tab := n.reports.snapshot()
+	now := time.Now()
 	infos := n.mappedShards(m)
 	out := make([]ShardReport, len(infos))
 	for s, info := range infos {
-		r := ShardReport{ShardInfo: info, Created: m.Groups[s].Created, Status: map[string]ReplicaState{}}
+		gid := groupOf(m, s)
+		r := ShardReport{ShardInfo: info, Created: m.Groups[s].Created, Fenced: m.Groups[s].Fenced,
+			Status: map[string]ReplicaState{}}
+		_, lead, led := groupLeader(tab, gid)
+		if led {
+			r.Index, r.Filters, r.Bytes = lead.Commit, lead.Filters, lead.Bytes
+		}
 		for _, rep := range info.Replicas {
-			ps, ok := n.shardStatus(s, rep.ID)
 			st := ReplicaState{State: "unreachable"}
-			if ok {
-				st = ReplicaState{State: "follower", Applied: ps.AppliedIndex}
+			rc, ok := tab[rep.ID]
+			gr, has := rc.r.group(gid)
+			if ok && has && now.Sub(rc.at) <= reportFresh {
+				st = ReplicaState{State: "follower", Applied: gr.Applied}
 				switch {
-				case ps.Leader == rep.ID:
+				case gr.leads(rep.ID):
 					st.State = "leader"
-					r.Index, r.Filters, r.Bytes = ps.Commit, ps.Filters, ps.Bytes
-				case slices.Contains(ps.Nonvoters, rep.ID):
+				case led && slices.Contains(lead.Nonvoters, rep.ID):
 					st.State = "nonvoter"
 				}
-				if r.Index == 0 {
-					r.Filters, r.Bytes = ps.Filters, ps.Bytes
+				if !led && r.Filters == 0 {
+					r.Filters, r.Bytes = gr.Filters, gr.Bytes
 				}
 			}
 			r.Status[rep.ID] = st

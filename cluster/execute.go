@@ -82,6 +82,12 @@ func (e membershipExec) do(a action) bool {
 			e.log.Warn("update member address", "id", a.ID, "err", err)
 			return false
 		}
+	case actDemote:
+		e.log.Info("demoting a voter beyond the group's cap to non-voter", "id", a.ID)
+		if err := e.r.DemoteVoter(id, 0, e.timeout).Error(); err != nil {
+			e.log.Warn("demote", "id", a.ID, "err", err)
+			return false
+		}
 	case actTransfer:
 		e.log.Info("handing leadership over", "to", a.ID)
 		if err := e.r.LeadershipTransferToServer(id, raft.ServerAddress(a.Addr)).Error(); err != nil {

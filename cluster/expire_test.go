@@ -111,7 +111,7 @@ func ids(tc *testCluster) []string {
 func entryOps(t *testing.T, n *Node, index uint64) []fsm.Op {
 	t.Helper()
 	var lg raft.Log
-	if err := n.logs.GetLog(index, &lg); err != nil {
+	if err := n.meta.logs.GetLog(index, &lg); err != nil {
 		t.Fatalf("entry %d: %v", index, err)
 	}
 	_, cs, err := fsm.DecodeEntry(lg.Data)
@@ -141,11 +141,11 @@ func TestKeysExpireOnEveryNode(t *testing.T) {
 	}
 	mustSubmit(t, l, pexpire("seen:today", 1500))
 	mustSubmit(t, l, pexpire("seen:tomorrow", 10*60*1000))
-	expireAt := l.FSM().AppliedIndex()
+	expireAt := l.meta.fsm.AppliedIndex()
 	for _, n := range tc.live() {
 		eventually(t, 5*time.Second, "the deadlines on every node", func() bool {
-			d, _ := n.FSM().Expiry("seen:tomorrow")
-			return d != 0 && n.FSM().Expires() == 2
+			d, _ := n.meta.fsm.Expiry("seen:tomorrow")
+			return d != 0 && n.meta.fsm.Expires() == 2
 		})
 	}
 
@@ -160,10 +160,10 @@ func TestKeysExpireOnEveryNode(t *testing.T) {
 		t.Fatalf("the follower with a fast clock expired %v", got)
 	}
 	for _, n := range tc.live() {
-		if _, ok := n.FSM().KindOf("seen:tomorrow"); !ok || n.FSM().ExpiredKeys() != 1 {
-			t.Fatalf("%s: seen:tomorrow gone, or %d keys expired", n.ID(), n.FSM().ExpiredKeys())
+		if _, ok := n.meta.fsm.KindOf("seen:tomorrow"); !ok || n.meta.fsm.ExpiredKeys() != 1 {
+			t.Fatalf("%s: seen:tomorrow gone, or %d keys expired", n.ID(), n.meta.fsm.ExpiredKeys())
 		}
-		if d, _ := n.FSM().Expiry("keep"); d != 0 {
+		if d, _ := n.meta.fsm.Expiry("keep"); d != 0 {
 			t.Fatalf("%s: keep has deadline %d", n.ID(), d)
 		}
 	}
@@ -178,7 +178,7 @@ func TestKeysExpireOnEveryNode(t *testing.T) {
 		if got == fast {
 			return true
 		}
-		err := l.raft.LeadershipTransferToServer(raft.ServerID(fastNode.ID()), raft.ServerAddress(fastNode.RaftAddr())).Error()
+		err := l.meta.raft.LeadershipTransferToServer(raft.ServerID(fastNode.ID()), raft.ServerAddress(fastNode.RaftAddr())).Error()
 		if err != nil {
 			t.Logf("leadership transfer: %v", err)
 		}
@@ -186,8 +186,8 @@ func TestKeysExpireOnEveryNode(t *testing.T) {
 	})
 	x.agree(t, ids(tc), "seen:tomorrow")
 	for _, n := range tc.live() {
-		if n.FSM().Len() != 1 || n.FSM().Expires() != 0 || n.FSM().NextDeadline() != 0 {
-			t.Fatalf("%s: %d keys, %d deadlines left", n.ID(), n.FSM().Len(), n.FSM().Expires())
+		if n.meta.fsm.Len() != 1 || n.meta.fsm.Expires() != 0 || n.meta.fsm.NextDeadline() != 0 {
+			t.Fatalf("%s: %d keys, %d deadlines left", n.ID(), n.meta.fsm.Len(), n.meta.fsm.Expires())
 		}
 	}
 }
@@ -214,20 +214,20 @@ func TestExpirySurvivesRestartAndSnapshotInstall(t *testing.T) {
 		for i := range 50 {
 			mustSubmit(t, l, bfAdd("filler", fmt.Sprint(round, i)))
 		}
-		if err := l.raft.Snapshot().Error(); err != nil {
+		if err := l.meta.raft.Snapshot().Error(); err != nil {
 			t.Fatalf("snapshot: %v", err)
 		}
 	}
-	want, _ := l.FSM().Expiry("later")
-	if first, _ := l.logs.FirstIndex(); first <= 5 {
+	want, _ := l.meta.fsm.Expiry("later")
+	if first, _ := l.meta.logs.FirstIndex(); first <= 5 {
 		t.Fatalf("log still starts at %d: the lagging node would not need the snapshot", first)
 	}
 	tc.start(lag)
 	eventually(t, 20*time.Second, "the lagging node to install the snapshot", func() bool {
-		d, _ := tc.nodes[lag].FSM().Expiry("later")
-		return d == want && tc.nodes[lag].FSM().Expires() >= 1
+		d, _ := tc.nodes[lag].meta.fsm.Expiry("later")
+		return d == want && tc.nodes[lag].meta.fsm.Expires() >= 1
 	})
-	if st := tc.nodes[lag].raft.Stats()["last_snapshot_index"]; st == "0" {
+	if st := tc.nodes[lag].meta.raft.Stats()["last_snapshot_index"]; st == "0" {
 		t.Fatal("the lagging node caught up without a snapshot")
 	}
 	soon := x.agree(t, ids(tc), "soon")["soon"]
@@ -242,7 +242,7 @@ func TestExpirySurvivesRestartAndSnapshotInstall(t *testing.T) {
 	tc.leader(10 * time.Second)
 	for _, n := range tc.live() {
 		eventually(t, 10*time.Second, "the deadline back after a restart", func() bool {
-			d, _ := n.FSM().Expiry("later")
+			d, _ := n.meta.fsm.Expiry("later")
 			return d == want
 		})
 	}
@@ -304,7 +304,7 @@ func TestExpiryWaitsForLogFormat5(t *testing.T) {
 			}
 		}
 	}
-	if d, _ := l.FSM().Expiry("k"); d != 0 || l.FSM().NextDeadline() != 0 {
+	if d, _ := l.meta.fsm.Expiry("k"); d != 0 || l.meta.fsm.NextDeadline() != 0 {
 		t.Fatal("a refused EXPIRE set a deadline")
 	}
 

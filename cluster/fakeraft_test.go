@@ -194,6 +194,16 @@ func (f *fakeRaft) RemoveServer(id raft.ServerID, _ uint64, _ time.Duration) raf
 	})
 }
 
+func (f *fakeRaft) DemoteVoter(id raft.ServerID, _ uint64, _ time.Duration) raft.IndexFuture {
+	return f.change(fmt.Sprintf("demote %s", id), func() {
+		for i := range f.servers {
+			if f.servers[i].ID == id {
+				f.servers[i].Suffrage = raft.Nonvoter
+			}
+		}
+	})
+}
+
 func (f *fakeRaft) LeadershipTransfer() raft.Future {
 	return f.change("transfer", func() {})
 }

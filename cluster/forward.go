@@ -5,9 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-
-	"github.com/rookerydb/rookery/fsm"
 )
 
 // Commands that reach a node holding no replica of their key's shard are
@@ -15,12 +12,6 @@ import (
 // first), which runs them as its own clients' and sends back the reply
 // (docs/SHARDING.md, "Routing"). The transport that runs them is the
 // node's (SetCommandHandler); cluster only carries them.
-
-// opCommand runs a client command on the receiving node, against its replica
-// of one shard: body: uvarint shard, u8 protocol, u8 flags, uvarint argument
-// count, each argument as uvarint length and bytes; reply: the command's RESP
-// reply.
-const opCommand byte = 8
 
 // Flags of opCommand.
 const (
@@ -31,49 +22,12 @@ const (
 const maxCommandArgs = 1 << 20
 
 // CommandHandler runs a RESP command forwarded from another node against this
-// node's replica of shard (never forwarding it again), in protocol proto (2
+// node's replica of a shard (never forwarding it again), in protocol proto (2
 // or 3), reading stale state if stale, and returns its reply.
-type CommandHandler func(ctx context.Context, shard int, args [][]byte, proto int, stale bool) []byte
+type CommandHandler func(ctx context.Context, rep *Replica, args [][]byte, proto int, stale bool) []byte
 
 // SetCommandHandler sets what runs forwarded commands (transport's server).
 func (n *Node) SetCommandHandler(h CommandHandler) { n.cmdHandler.Store(&h) }
-
-// Hosts reports whether this node holds a replica of shard s (a cluster
-// without a map has one shard, on every node).
-func (n *Node) Hosts(s int) bool {
-	m := n.clusterMap()
-	if m == nil {
-		return s == 0
-	}
-	return s >= 0 && s < m.Shards() && n.wants(m, s) && n.groupByID(groupOf(m, s)) != nil
-}
-
-// FSMOf is shard s's state machine on this node, nil if it holds no replica.
-func (n *Node) FSMOf(s int) *fsm.FSM {
-	m := n.clusterMap()
-	if m == nil {
-		return n.fsm
-	}
-	if !n.Hosts(s) {
-		return nil
-	}
-	if g := n.groupByID(groupOf(m, s)); g != nil {
-		return g.fsm
-	}
-	return nil
-}
-
-// ReadBarrierOf is ReadBarrier for shard s, which this node must hold.
-func (n *Node) ReadBarrierOf(ctx context.Context, s int, level ReadLevel) error {
-	m := n.clusterMap()
-	if m == nil {
-		return n.ReadBarrier(ctx, level)
-	}
-	if !n.Hosts(s) {
-		return fmt.Errorf("%w: shard %d", ErrNotHosted, s)
-	}
-	return n.groupByID(groupOf(m, s)).ReadBarrier(ctx, level)
-}
 
 // Forward runs a client command on a node that holds shard s and returns its
 // reply as that node sent it. A node that cannot be reached (nothing sent) is
@@ -133,13 +87,16 @@ func (n *Node) serveCommand(ctx context.Context, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !n.Hosts(shard) {
-		return nil, fmt.Errorf("%w: shard %d", ErrNotHosted, shard)
+	rep, err := n.Replica(shard)
+	if err != nil {
+		return nil, err
 	}
-	return (*h)(ctx, shard, args, proto, flags&cmdStale != 0), nil
+	return (*h)(ctx, rep, args, proto, flags&cmdStale != 0), nil
 }
 
-// decodeCommand reads opCommand's body.
+// decodeCommand reads opCommand's body: uvarint shard, u8 protocol, u8
+// flags, uvarint argument count, each argument as uvarint length and bytes
+// (the reply is the command's RESP reply).
 func decodeCommand(b []byte) (shard, proto int, flags byte, args [][]byte, err error) {
 	bad := errors.New("bad forwarded command")
 	s, k := binary.Uvarint(b)
@@ -166,64 +123,4 @@ func decodeCommand(b []byte) (shard, proto int, flags byte, args [][]byte, err e
 		return 0, 0, 0, nil, bad
 	}
 	return shard, proto, flags, args, nil
-}
-
-// ShardCount is the number of shards, 0 for a cluster without a map (one
-// group on every node, which needs no routing).
-func (n *Node) ShardCount() int {
-	if m := n.clusterMap(); m != nil {
-		return m.Shards()
-	}
-	return 0
-}
-
-// LocalFSMs lists the state machines of the shards this node holds (group
-// 0's alone without a map).
-func (n *Node) LocalFSMs() []*fsm.FSM {
-	m := n.clusterMap()
-	if m == nil {
-		return []*fsm.FSM{n.fsm}
-	}
-	var out []*fsm.FSM
-	for s := range m.Groups {
-		if f := n.FSMOf(s); f != nil {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// OpenBackupOf is OpenBackup for shard s: its group on this node, which must
-// hold it (ErrNotHosted) and lead it unless stale (ErrNotLeader). Without a
-// map, shard 0 is group 0.
-func (n *Node) OpenBackupOf(ctx context.Context, s int, stale bool) (*Backup, error) {
-	g, err := n.shardGroup(s)
-	if err != nil {
-		return nil, err
-	}
-	return g.OpenBackup(ctx, stale)
-}
-
-// RestoreBackupOf is RestoreBackup for shard s, on its leader.
-func (n *Node) RestoreBackupOf(ctx context.Context, s int, r io.Reader, size int64) (*Restored, error) {
-	g, err := n.shardGroup(s)
-	if err != nil {
-		return nil, err
-	}
-	return g.RestoreBackup(ctx, r, size)
-}
-
-// shardGroup is shard s's group on this node.
-func (n *Node) shardGroup(s int) (*group, error) {
-	m := n.clusterMap()
-	if m == nil {
-		if s != 0 {
-			return nil, fmt.Errorf("%w: shard %d of a cluster of one", ErrNotHosted, s)
-		}
-		return n.group, nil
-	}
-	if !n.Hosts(s) {
-		return nil, fmt.Errorf("%w: shard %d", ErrNotHosted, s)
-	}
-	return n.groupByID(groupOf(m, s)), nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -54,12 +53,14 @@ type group struct {
 	snapshotting atomic.Bool   // a snapshot for a damaged entry is being taken
 	reach        raftReach     // whom the leader's heartbeats reach (heal.go)
 
-	raftUp   chan struct{} // closed once raft has started
-	stop     chan struct{}
-	stopOnce sync.Once
-	raftDown chan struct{} // closed once raft has shut down (await)
-	downOnce sync.Once
-	wg       sync.WaitGroup
+	raftUp    chan struct{} // closed once raft has started
+	stop      chan struct{}
+	stopOnce  sync.Once
+	raftDown  chan struct{} // closed once raft has shut down (await)
+	downOnce  sync.Once
+	layer     raftLayer // the group's Raft streams on the node's port
+	closeOnce sync.Once
+	wg        sync.WaitGroup
 }
 
 // newGroup prepares group id in dir; open starts it.
@@ -88,6 +89,16 @@ func newGroup(n *Node, id int, dir string) *group {
 	return g
 }
 
+// closed reports whether the store closed the group.
+func (g *group) closed() bool {
+	select {
+	case <-g.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // call sends a request about this group to the node at a Raft address and
 // waits for its answer.
 func (g *group) call(ctx context.Context, addr string, op byte, body []byte) ([]byte, error) {
@@ -96,7 +107,8 @@ func (g *group) call(ctx context.Context, addr string, op byte, body []byte) ([]
 }
 
 // open starts the group's raft over layer and the loops that serve it.
-func (g *group) open(layer raft.StreamLayer) error {
+func (g *group) open(layer raftLayer) error {
+	g.layer = layer
 	if err := g.startRaft(layer); err != nil {
 		return err
 	}
@@ -112,21 +124,41 @@ func (g *group) open(layer raft.StreamLayer) error {
 	return nil
 }
 
-// close stops the group's loops and raft and closes its stores.
+// close stops the group's loops and raft and closes its stores. It cuts the
+// group's Raft connections before it waits for raft to stop: a replication
+// goroutine blocked writing to a follower that no longer reads (its pipeline
+// full) returns only once its connection is closed under it, and raft's
+// Shutdown waits for it. It may be called more than once.
 func (g *group) close() error {
 	var errs []error
-	g.stopOnce.Do(func() { close(g.stop) })
-	if g.raft != nil {
-		errs = append(errs, g.raft.Shutdown().Error())
-	}
-	g.downOnce.Do(func() { close(g.raftDown) })
-	if g.trans != nil {
-		errs = append(errs, g.trans.Close())
-	}
-	g.wg.Wait()
-	if g.store != nil {
-		errs = append(errs, g.store.Close())
-	}
+	g.closeOnce.Do(func() {
+		g.stopOnce.Do(func() { close(g.stop) })
+		var down raft.Future
+		if g.raft != nil {
+			down = g.raft.Shutdown()
+		}
+		g.downOnce.Do(func() { close(g.raftDown) })
+		if g.trans != nil {
+			errs = append(errs, g.trans.Close())
+		}
+		g.layer.closeConns()
+		if down != nil {
+			done := make(chan error, 1)
+			go func() { done <- down.Error() }()
+			select {
+			case err := <-done:
+				errs = append(errs, err)
+			case <-time.After(closeTimeout):
+				g.log.Error("raft did not stop in time after its connections were closed; leaving it behind",
+					"waited", closeTimeout)
+				return
+			}
+		}
+		g.wg.Wait()
+		if g.store != nil {
+			errs = append(errs, g.store.Close())
+		}
+	})
 	return errors.Join(errs...)
 }
 
@@ -220,90 +252,6 @@ func (g *group) logDamaged(index uint64, err error) {
 	}()
 }
 
-// groupByID returns this node's open group id, or nil.
-func (n *Node) groupByID(id int) *group {
-	if id == 0 {
-		return n.group
-	}
-	n.groupsMu.Lock()
-	defer n.groupsMu.Unlock()
-	return n.groups[id]
-}
-
-// groupDir is where group id keeps its files: the data directory itself for
-// group 0, as before shards; DATA_DIR/shards/<id> for the others.
-func (n *Node) groupDir(id int) string { return groupDir(n.cfg.DataDir, id) }
-
-func groupDir(dataDir string, id int) string {
-	if id == 0 {
-		return dataDir
-	}
-	return filepath.Join(dataDir, "shards", fmt.Sprint(id))
-}
-
-// ShardDir is where shard s of a sharded cluster keeps its files under a
-// node's data directory (its group is s+1: group 0 holds the map). rookery
-// recover --shard works there.
-func ShardDir(dataDir string, s int) string { return groupDir(dataDir, s+1) }
-
-// openGroup opens group id > 0 on this node (creating its directory), or
-// returns it if it is open.
-func (n *Node) openGroup(id int) (*group, error) {
-	n.groupsMu.Lock()
-	defer n.groupsMu.Unlock()
-	if g := n.groups[id]; g != nil {
-		return g, nil
-	}
-	dir := n.groupDir(id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create shard %d's directory: %w", id, err)
-	}
-	if err := n.rejoinGroup(id, dir); err != nil {
-		return nil, err
-	}
-	g := newGroup(n, id, dir)
-	if err := g.open(n.mux.openGroup(id)); err != nil {
-		n.mux.closeGroup(id)
-		g.close()
-		return nil, fmt.Errorf("open shard %d: %w", id, err)
-	}
-	n.groups[id] = g
-	g.log.Info("shard opened", "dir", dir, "last_index", g.startIndex)
-	return g, nil
-}
-
-// closeGroup closes group id > 0; with remove, its files go too.
-func (n *Node) closeGroup(id int, remove bool) error {
-	n.groupsMu.Lock()
-	g := n.groups[id]
-	delete(n.groups, id)
-	n.groupsMu.Unlock()
-	if g == nil {
-		return nil
-	}
-	err := g.close()
-	if remove && err == nil {
-		err = os.RemoveAll(g.dir)
-	}
-	return err
-}
-
-// openGroups lists the node's open groups, group 0 first.
-func (n *Node) openGroups() []*group {
-	n.groupsMu.Lock()
-	defer n.groupsMu.Unlock()
-	out := []*group{n.group}
-	for id := 1; len(out) <= len(n.groups); id++ {
-		if g := n.groups[id]; g != nil {
-			out = append(out, g)
-		}
-		if id > maxGroupID {
-			break
-		}
-	}
-	return out
-}
-
 // bootstrapAlone makes this node the one voter of a group that has no Raft
 // state: the only safe way to create a group, since one node decides
 // (docs/SHARDING.md, "Creation"). The group's leader then adds the replicas
@@ -335,28 +283,35 @@ func (g *group) exec() membershipExec {
 }
 
 // view is what this group's leader observes for planGroup: its
-// configuration, the replicas wanted and what each server has applied.
-func (g *group) view(want []string, leader string) (groupView, error) {
+// configuration, the replicas wanted, how far each replica has applied (its
+// node's last report) and which nodes may take leadership (liveness).
+func (g *group) view(want []string, leader string, live map[string]nodeLiveness, tab map[string]received) (groupView, error) {
 	servers, err := latestServers(g.raft)
 	if err != nil {
 		return groupView{}, err
 	}
 	v := groupView{Self: g.n.cfg.ID, Servers: servers, Want: want, Leader: leader, Raft: map[string]string{},
-		Applied: map[string]uint64{}, Commit: g.raft.CommitIndex()}
+		Applied: map[string]uint64{}, Commit: g.raft.CommitIndex(), Away: map[string]bool{}}
 	for _, m := range g.n.members() {
 		if m.state == memberlist.StateAlive && m.Raft != "" {
 			v.Raft[m.ID] = m.Raft
 		}
 	}
+	for id, l := range live {
+		if id != v.Self && l.State != liveAlive {
+			v.Away[id] = true
+		}
+	}
 	for _, s := range servers {
-		if string(s.ID) == g.n.cfg.ID {
+		id := string(s.ID)
+		if id == v.Self {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), peerStatusTimeout)
-		if ps, err := g.statusOf(ctx, string(s.Address)); err == nil && ps.ID == string(s.ID) {
-			v.Applied[ps.ID] = ps.AppliedIndex
+		if rc, ok := tab[id]; ok {
+			if gr, ok := rc.r.group(g.id); ok {
+				v.Applied[id] = gr.Applied
+			}
 		}
-		cancel()
 	}
 	return v, nil
 }

@@ -19,7 +19,7 @@ func moveGroupTo(t *testing.T, tc *testCluster, id int, want []string) {
 			if g == nil || !g.IsLeader() {
 				continue
 			}
-			v, err := g.view(want, "")
+			v, err := g.view(want, "", n.liveness(), n.reports.snapshot())
 			if err != nil {
 				return false
 			}
@@ -78,8 +78,8 @@ func TestGroupsShareTheRaftPort(t *testing.T) {
 		if got := g.fsm.Exists(fsm.FamilyBF, "g1", [][]byte{[]byte("a")}); !got[0] {
 			t.Fatalf("%s: group 1 lacks its write", n.ID())
 		}
-		if n.fsm.Len() != 0 {
-			t.Fatalf("%s: group 0 holds %d filters of group 1", n.ID(), n.fsm.Len())
+		if n.meta.fsm.Len() != 0 {
+			t.Fatalf("%s: group 0 holds %d filters of group 1", n.ID(), n.meta.fsm.Len())
 		}
 	}
 

@@ -25,6 +25,8 @@ type groupView struct {
 	// (absent: not heard of); CaughtUp compares it with Commit.
 	Applied map[string]uint64
 	Commit  uint64
+	// Away are the nodes not to hand leadership to: stopping, dead, left.
+	Away map[string]bool
 }
 
 // caughtUp reports whether server id has applied within catchUpSlack of the
@@ -52,7 +54,7 @@ func planGroup(v groupView) []action {
 		switch {
 		case !ok:
 			settled = false
-			if addr := v.Raft[id]; addr != "" {
+			if addr := v.Raft[id]; addr != "" && !v.Away[id] {
 				acts = append(acts, action{Kind: actAddNonvoter, ID: id, Addr: addr})
 			}
 		case !voter[id]:
@@ -90,7 +92,7 @@ func planGroup(v groupView) []action {
 		}
 		return acts
 	}
-	if l := v.Leader; l != "" && l != v.Self && voter[l] && v.caughtUp(l) {
+	if l := v.Leader; l != "" && l != v.Self && voter[l] && v.caughtUp(l) && !v.Away[l] {
 		acts = append(acts, action{Kind: actTransfer, ID: l, Addr: string(in[l].Address)})
 	}
 	return acts
@@ -101,7 +103,7 @@ func planGroup(v groupView) []action {
 func (v groupView) transferTarget(in map[string]raft.Server) string {
 	ok := func(id string) bool {
 		s, there := in[id]
-		return there && s.Suffrage == raft.Voter && id != v.Self && v.caughtUp(id)
+		return there && s.Suffrage == raft.Voter && id != v.Self && v.caughtUp(id) && !v.Away[id]
 	}
 	if ok(v.Leader) {
 		return v.Leader

@@ -142,7 +142,7 @@ func (g *group) reachLoop() {
 // node has been removed from the configuration; the membership loop runs it
 // on every event and once a second.
 func (n *Node) tendMembership() {
-	f := n.raft.GetConfiguration()
+	f := n.meta.raft.GetConfiguration()
 	if f.Error() != nil {
 		return
 	}
@@ -158,11 +158,11 @@ func (n *Node) tendMembership() {
 		n.heal.pendingIn = 0
 	} else {
 		if n.heal.pendingIn == 0 {
-			n.heal.pendingIn = max(n.raft.LastIndex(), 1)
+			n.heal.pendingIn = max(n.meta.raft.LastIndex(), 1)
 		}
-		committed = n.raft.CommitIndex() >= n.heal.pendingIn
+		committed = n.meta.raft.CommitIndex() >= n.heal.pendingIn
 	}
-	lid, _ := n.Leader()
+	lid, _ := n.meta.Leader()
 	// A leader replicates only to the members of its configuration: a node
 	// in its own configuration that hears from a leader is a member.
 	led := in && lid != ""

@@ -210,13 +210,13 @@ func (tc *testCluster) leader(within time.Duration) (int, *Node) {
 			if n == nil {
 				continue
 			}
-			if n.IsLeader() {
+			if n.meta.IsLeader() {
 				li = i
 			}
 		}
 		if li >= 0 {
 			for _, n := range tc.live() {
-				if id, _ := n.Leader(); id != tc.cfgs[li].ID {
+				if id, _ := n.meta.Leader(); id != tc.cfgs[li].ID {
 					agreed = false
 				}
 			}
@@ -233,7 +233,7 @@ func (tc *testCluster) leader(within time.Duration) (int, *Node) {
 func (tc *testCluster) followers() []int {
 	var out []int
 	for i, n := range tc.nodes {
-		if n != nil && !n.IsLeader() {
+		if n != nil && !n.meta.IsLeader() {
 			out = append(out, i)
 		}
 	}
@@ -279,10 +279,10 @@ func exists(t *testing.T, n *Node, key, item string) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := n.ReadBarrier(ctx, ReadLinearizable); err != nil {
+	if err := n.meta.ReadBarrier(ctx, ReadLinearizable); err != nil {
 		t.Fatalf("read barrier on %s: %v", n.ID(), err)
 	}
-	return n.FSM().Exists(fsm.FamilyBF, key, [][]byte{[]byte(item)})[0]
+	return n.meta.fsm.Exists(fsm.FamilyBF, key, [][]byte{[]byte(item)})[0]
 }
 
 // eventually polls cond until it holds or the time is up.

@@ -40,6 +40,7 @@ type holdQueue struct {
 	// not block for long (a channel send, a frame queued to a peer).
 	dispatch func(cmd *fsm.Command, fut *Future) bool
 	hold     time.Duration
+	expired  error // what a write that waited its whole hold gets
 	now      func() time.Time
 	poll     time.Duration
 	stop     <-chan struct{}
@@ -50,7 +51,7 @@ type holdQueue struct {
 }
 
 func newHoldQueue(dispatch func(*fsm.Command, *Future) bool, hold time.Duration, stop <-chan struct{}) *holdQueue {
-	return &holdQueue{dispatch: dispatch, hold: hold, now: time.Now, poll: holdPoll, stop: stop}
+	return &holdQueue{dispatch: dispatch, hold: hold, expired: ErrNoLeader, now: time.Now, poll: holdPoll, stop: stop}
 }
 
 // submit hands cmd to the leader now if one is known and nothing waits, or
@@ -112,7 +113,7 @@ func (h *holdQueue) step() bool {
 			kept = append(kept, w)
 			continue
 		}
-		w.fut.Resolve(nil, ErrNoLeader)
+		w.fut.Resolve(nil, h.expired)
 	}
 	for i := len(kept); i < len(h.q); i++ {
 		h.q[i] = heldWrite{}

@@ -109,7 +109,11 @@ func (n *Node) noteMember(m *memberlist.Node, gone bool) {
 		}
 	}
 	n.memMu.Lock()
-	n.memTable[md.ID] = member{meta: md, state: state, gossip: m.Address()}
+	since := time.Now()
+	if old, ok := n.memTable[md.ID]; ok && old.state == state {
+		since = old.since
+	}
+	n.memTable[md.ID] = member{meta: md, state: state, gossip: m.Address(), since: since}
 	n.noteCodecs()
 	n.memMu.Unlock()
 	if state == memberlist.StateAlive {
@@ -188,7 +192,8 @@ func resolveHost(h string) string {
 type member struct {
 	meta
 	state  memberlist.NodeStateType
-	gossip string // where the member gossips (host:port)
+	gossip string    // where the member gossips (host:port)
+	since  time.Time // when gossip last changed the member's state
 }
 
 // members lists every member gossip has seen, with its last known state
@@ -248,7 +253,7 @@ func (n *Node) membershipLoop() {
 		// with membership as before shards (at most mapGroupVoters voting);
 		// the shard loop places and moves only the shards' groups
 		// (shardloop.go).
-		if n.IsLeader() {
+		if n.meta.IsLeader() {
 			n.reconcile()
 		}
 		select {
@@ -300,7 +305,7 @@ func (n *Node) verifyIdentity(id, raftAddr string) (peerStatus, error) {
 
 // peerStatusOf asks a member about its Raft state (of group 0).
 func (n *Node) peerStatusOf(ctx context.Context, raftAddr string) (peerStatus, error) {
-	return n.group.statusOf(ctx, raftAddr)
+	return n.meta.statusOf(ctx, raftAddr)
 }
 
 // statusOf asks the node at raftAddr about its replica of this group.

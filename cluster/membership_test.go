@@ -128,7 +128,7 @@ func TestRemovedNodeSaysSo(t *testing.T) {
 		return h != ""
 	})
 	for _, n := range tc.live() {
-		if v := n.voters(); n.IsLeader() && v != 2 {
+		if v := n.meta.voters(); n.meta.IsLeader() && v != 2 {
 			t.Fatalf("the removed node was added back: %d voters", v)
 		}
 	}

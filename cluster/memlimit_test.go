@@ -20,8 +20,12 @@ func TestSmallestMemoryLimitRules(t *testing.T) {
 	tc := newTestCluster(t, 3, func(c *Config) { c.MaxMemory = limits[c.ID] })
 	_, l := tc.leader(30 * time.Second)
 	eventually(t, 10*time.Second, "the leader to hear every limit", func() bool {
-		lim, _ := l.memLimit()
-		return lim == 64<<20
+		for id, lim := range limits {
+			if id != l.ID() && l.memLimitOf(id) != lim {
+				return false
+			}
+		}
+		return true
 	})
 	big := &fsm.Command{Op: fsm.OpReserve, Family: fsm.FamilyBF, Key: "big",
 		Spec: fsm.Spec{Kind: filters.KindScalable, Capacity: 200_000_000, ErrorRate: 0.01, Expansion: 2}}
@@ -69,9 +73,9 @@ func TestSmallestMemoryLimitRules(t *testing.T) {
 	}
 	_, l = tc.leader(10 * time.Second)
 	settled(t, tc, l)
-	want := l.FSM().MemoryBytes()
+	want := l.meta.fsm.MemoryBytes()
 	for _, n := range tc.live() {
-		if got := n.FSM().MemoryBytes(); got > 64<<20 || got != want {
+		if got := n.meta.fsm.MemoryBytes(); got > 64<<20 || got != want {
 			t.Fatalf("%s counts %d bytes (leader %d, limit %d)", n.ID(), got, want, 64<<20)
 		}
 	}
@@ -80,26 +84,23 @@ func TestSmallestMemoryLimitRules(t *testing.T) {
 // TestMemLimitStampedOnlyFromFormat7: the limit travels in commands only once
 // every server reads log format 7; a node held at 6 gets commands without it.
 func TestMemLimitStampedOnlyFromFormat7(t *testing.T) {
-	b := memBudget{limit: 1 << 20, who: "n2", v: fsm.CodecV6}
+	b := memBudget{cap: 1 << 20, limit: 1 << 21, who: "n2", v: fsm.CodecV6}
 	c := &fsm.Command{Op: fsm.OpAdd}
-	b.stamp(c)
+	b.stampCap(c)
 	if c.MemLimit != 0 {
 		t.Fatal("stamped in format 6")
 	}
 	b.v = fsm.CodecV7
 	for _, op := range []fsm.Op{fsm.OpReserve, fsm.OpAdd} {
 		c := &fsm.Command{Op: op}
-		if b.stamp(c); c.MemLimit != 1<<20 {
+		if b.stampCap(c); c.MemLimit != 1<<20 {
 			t.Fatalf("op %d not stamped", op)
 		}
 	}
 	for _, c := range []*fsm.Command{{Op: fsm.OpDelete}, {Op: fsm.OpLoadChunk, Iter: 7}, {Op: fsm.OpExpire}} {
-		if b.stamp(c); c.MemLimit != 0 {
+		if b.stampCap(c); c.MemLimit != 0 {
 			t.Fatalf("op %d stamped", c.Op)
 		}
-	}
-	if err := b.admitErr(10, 5); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "node n2 past its limit of 1048576 bytes") {
-		t.Fatalf("admission error: %v", err)
 	}
 	if memMeta(0) != -1 || memMeta(5) != 5 {
 		t.Fatal("memMeta")

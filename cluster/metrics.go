@@ -75,31 +75,31 @@ func newMetrics(n *Node, reg *prometheus.Registry) *metrics {
 	reg.MustRegister(m.applySeconds, m.batchCommands, m.applyErrors, m.readRounds,
 		m.snapshotSeconds, m.snapshotBytes, m.snapshotFailures, m.peerRefused, m.gossipRefused,
 		gauge("rookery_raft_commit_index", "The Raft commit index this node knows.", func() float64 {
-			if n.raft == nil {
+			if n.meta.raft == nil {
 				return 0
 			}
-			return float64(n.raft.CommitIndex())
+			return float64(n.meta.raft.CommitIndex())
 		}),
 		gauge("rookery_raft_applied_index", "The last log index applied to the state machine.", func() float64 {
-			return float64(n.fsm.AppliedIndex())
+			return float64(n.meta.fsm.AppliedIndex())
 		}),
 		gauge("rookery_raft_term", "The current Raft term.", func() float64 {
-			if n.raft == nil {
+			if n.meta.raft == nil {
 				return 0
 			}
-			return float64(n.raft.CurrentTerm())
+			return float64(n.meta.raft.CurrentTerm())
 		}),
 		gauge("rookery_raft_leader", "1 if this node is the leader.", func() float64 {
-			if n.raft != nil && n.raft.State() == raft.Leader {
+			if n.meta.raft != nil && n.meta.raft.State() == raft.Leader {
 				return 1
 			}
 			return 0
 		}),
 		gauge("rookery_raft_last_contact_seconds", "Time since the follower last heard from the leader.", func() float64 {
-			if n.raft == nil || n.raft.State() == raft.Leader {
+			if n.meta.raft == nil || n.meta.raft.State() == raft.Leader {
 				return 0
 			}
-			lc := n.raft.LastContact()
+			lc := n.meta.raft.LastContact()
 			if lc.IsZero() {
 				return 0
 			}
@@ -113,11 +113,11 @@ func newMetrics(n *Node, reg *prometheus.Registry) *metrics {
 		}),
 		shardCollector{n},
 		gauge("rookery_filters_with_deadline", "Filters whose key has a deadline (EXPIRE).", func() float64 {
-			return float64(n.fsm.Expires())
+			return float64(n.meta.fsm.Expires())
 		}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rookery_expired_keys_total",
 			Help: "Keys this node removed because their deadline passed."},
-			func() float64 { return float64(n.fsm.ExpiredKeys()) }),
+			func() float64 { return float64(n.meta.fsm.ExpiredKeys()) }),
 	)
 	return m
 }

@@ -23,9 +23,12 @@ import (
 // a gossip member, and the gate through which writes are proposed and reads made
 // fresh.
 type Node struct {
-	// group is group 0: the whole cluster's one Raft group until shards,
-	// and then shard 0 and the cluster map (docs/SHARDING.md).
-	*group
+	// meta is group 0, the cluster's metadata group: every node holds a
+	// replica of it, its configuration is the cluster's membership, and on a
+	// sharded cluster it holds the map of shards and nothing else. On a
+	// cluster of one group it is also that group's only shard
+	// (docs/SHARDING.md).
+	meta *group
 
 	cfg      Config
 	log      *slog.Logger
@@ -49,8 +52,7 @@ type Node struct {
 	peersMu sync.Mutex
 	peers   map[string]*rpcClient // by raft address
 
-	groupsMu sync.Mutex
-	groups   map[int]*group // open groups other than group 0, by id
+	groups *groupSet // every open group, group 0 included (groups.go)
 
 	cmap     atomic.Pointer[fsm.Map] // the newest cluster map this node holds (clustermap.go)
 	fetching atomic.Bool             // a map is being fetched from a member
@@ -59,6 +61,7 @@ type Node struct {
 	gossipedLeads []int
 
 	cmdHandler atomic.Pointer[CommandHandler] // runs forwarded commands (forward.go)
+	mapWait    *holdQueue                     // writes waiting for the first map (--shards)
 	shardKick  chan struct{}                  // the map or a leadership changed: look at the groups
 
 	recMu sync.Mutex
@@ -71,10 +74,20 @@ type Node struct {
 
 	metrics *metrics
 
+	boot       int64         // when this process started the node, unix nanoseconds (reports)
+	started    time.Time     // the same, for liveness
+	reportSeq  atomic.Uint64 // the last report's sequence number
+	reportKick chan struct{} // something changed: push a report soon
+	reports    *reportTable  // every node's newest report (reports.go)
+	budget     *nodeBudget   // memory set aside for writes not yet applied (budget.go)
+
 	disk      *disk        // the data directory's volume (disk.go)
 	gossipAdv atomic.Value // string: the gossip address peers may join through
 	heal      healState    // rejoining, removal (heal.go)
 
+	// stopping is set once Shutdown begins: the node tells its peers, so
+	// that no group hands leadership back to it (reports.go).
+	stopping atomic.Bool
 	left     chan struct{} // closed once the node has left the cluster for good
 	leftOnce sync.Once
 	stop     chan struct{}
@@ -98,15 +111,22 @@ func New(c Config) (*Node, error) {
 		events:   make(chan struct{}, 1),
 		peers:    make(map[string]*rpcClient),
 		memTable: make(map[string]member),
-		groups:   make(map[int]*group),
+		groups:   newGroupSet(),
 
-		shardKick: make(chan struct{}, 1),
-		warned:    make(map[string]time.Time),
-		left:      make(chan struct{}),
-		stop:      make(chan struct{}),
+		shardKick:  make(chan struct{}, 1),
+		reportKick: make(chan struct{}, 1),
+		reports:    newReportTable(),
+		budget:     newNodeBudget(),
+		started:    time.Now(),
+		warned:     make(map[string]time.Time),
+		left:       make(chan struct{}),
+		stop:       make(chan struct{}),
 	}
+	n.boot = n.started.UnixNano()
 	n.rec = newReconciler(cfg.DeadServerTimeout)
-	n.group = newGroup(n, 0, cfg.DataDir)
+	n.mapWait = newHoldQueue(n.dispatchAfterMap, holdFor(cfg), n.stop)
+	n.mapWait.expired = fmt.Errorf("%w: the cluster's map of shards is not written yet", fsm.ErrMapGroup)
+	n.meta = newGroup(n, 0, cfg.DataDir)
 	n.metrics = newMetrics(n, cfg.Registry)
 	n.disk = newDisk(cfg.DataDir, n.log.With("component", "disk"))
 	if err := n.listen(); err != nil {
@@ -126,7 +146,9 @@ func New(c Config) (*Node, error) {
 		n.closeAll()
 		return nil, err
 	}
-	if err := n.group.open(raftLayer{m: n.mux}); err != nil {
+	if _, err := n.groups.openOrGet(0, func() bool { return false }, func() (*group, error) {
+		return n.meta, n.meta.open(n.mux.openGroup(0))
+	}); err != nil {
 		n.closeAll()
 		return nil, err
 	}
@@ -138,7 +160,8 @@ func New(c Config) (*Node, error) {
 	if why := n.cannotForm(); why != "" {
 		n.log.Warn(why)
 	}
-	n.wg.Add(4)
+	n.wg.Add(5)
+	go n.reportLoop()
 	go n.shardLoop()
 	go n.diskWatch()
 	go n.membershipLoop()
@@ -187,9 +210,6 @@ func advertiseOf(listen string, bound net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-// FSM returns the node's state machine, for reads.
-func (n *Node) FSM() *fsm.FSM { return n.fsm }
-
 // ID returns the node's id.
 func (n *Node) ID() string { return n.cfg.ID }
 
@@ -215,8 +235,9 @@ func (g *group) Leader() (id, addr string) {
 // Ready reports whether the node has a leader and has applied the log it held at
 // start.
 func (n *Node) Ready() bool {
-	id, _ := n.Leader()
-	return id != "" && n.appliedThrough(n.startIndex) && n.fsm.Halted() == nil && n.disk.refuse() == nil &&
+	m := n.meta
+	id, _ := m.Leader()
+	return id != "" && m.appliedThrough(m.startIndex) && m.fsm.Halted() == nil && n.disk.refuse() == nil &&
 		n.removedWhy() == "" && n.shardsProblem() == ""
 }
 
@@ -258,7 +279,7 @@ func (n *Node) shardsProblem() string {
 // the cluster's first map: there is none yet and group 0 holds no filters (a
 // cluster that holds some stays one group and serves: createMap).
 func (n *Node) awaitingMap() bool {
-	return n.clusterMap() == nil && n.cfg.Shards > 0 && n.fsm.Len() == 0
+	return n.clusterMap() == nil && n.cfg.Shards > 0 && n.meta.fsm.Len() == 0
 }
 
 // Problem says what keeps the node from serving ("" when nothing does).
@@ -266,7 +287,7 @@ func (n *Node) Problem() string {
 	if why := n.removedWhy(); why != "" {
 		return why + "; " + n.rejoinAdvice()
 	}
-	if h := n.fsm.Halted(); h != nil {
+	if h := n.meta.fsm.Halted(); h != nil {
 		if errors.Is(h.Err, fsm.ErrNewerFormat) {
 			return h.Error() // it says: upgrade this node
 		}
@@ -275,13 +296,13 @@ func (n *Node) Problem() string {
 	if err := n.disk.refuse(); err != nil {
 		return err.Error() + "; writes are refused until there is room (they resume by themselves)"
 	}
-	if id, _ := n.Leader(); id == "" {
+	if id, _ := n.meta.Leader(); id == "" {
 		if why := n.cannotForm(); why != "" {
 			return why
 		}
 		return "no leader"
 	}
-	if !n.appliedThrough(n.startIndex) {
+	if !n.meta.appliedThrough(n.meta.startIndex) {
 		return "catching up with the log it held at start"
 	}
 	return n.shardsProblem()
@@ -319,19 +340,20 @@ func (n *Node) Left() <-chan struct{} { return n.left }
 
 // Status reports the node's view of itself.
 func (n *Node) Status() Status {
-	lid, _ := n.Leader()
+	g := n.meta
+	lid, _ := g.Leader()
 	st := Status{
 		ID:           n.cfg.ID,
-		Role:         strings.ToLower(n.raft.State().String()),
+		Role:         strings.ToLower(g.raft.State().String()),
 		LeaderID:     lid,
-		Term:         n.raft.CurrentTerm(),
-		CommitIndex:  n.raft.CommitIndex(),
-		AppliedIndex: n.fsm.AppliedIndex(),
-		Filters:      n.fsm.Len(),
-		MemoryBytes:  n.fsm.MemoryBytes(),
+		Term:         g.raft.CurrentTerm(),
+		CommitIndex:  g.raft.CommitIndex(),
+		AppliedIndex: g.fsm.AppliedIndex(),
+		Filters:      g.fsm.Len(),
+		MemoryBytes:  g.fsm.MemoryBytes(),
 		Ready:        n.Ready(),
 		LogFormat:    int(n.logFormat()),
-		LogFormatUse: n.LogFormatInUse(),
+		LogFormatUse: g.LogFormatInUse(),
 	}
 	if !st.Ready {
 		st.Problem = n.Problem()
@@ -344,7 +366,7 @@ func (n *Node) Status() Status {
 			st.LeaderRESP = m.RESP
 		}
 	}
-	if lc := n.raft.LastContact(); !lc.IsZero() && st.Role != "leader" {
+	if lc := g.raft.LastContact(); !lc.IsZero() && st.Role != "leader" {
 		st.LastContact = time.Since(lc).Round(time.Millisecond).String()
 	}
 	if m := n.clusterMap(); m != nil {
@@ -383,22 +405,6 @@ func (g *group) shardStatus(shard int) ShardStatus {
 		Filters: g.fsm.Len(), MemoryBytes: g.fsm.MemoryBytes()}
 }
 
-// Shutdown stops the node cleanly. Unless the node is configured to leave on
-// terminate, it stays in the configuration: a leader hands leadership over first,
-// and a restart with the same data directory rejoins as the same member.
-func (n *Node) Shutdown(ctx context.Context) error {
-	if n.cfg.LeaveOnTerminate {
-		if err := n.Leave(ctx); err != nil {
-			n.log.Warn("leave on terminate", "err", err)
-		}
-	} else if n.IsLeader() && n.voters() > 1 {
-		if err := n.raft.LeadershipTransfer().Error(); err != nil {
-			n.log.Warn("leadership transfer before shutdown", "err", err)
-		}
-	}
-	return n.closeAll()
-}
-
 // await waits for f like f.Error(), but returns raft.ErrRaftShutdown once raft
 // has shut down: raft never answers a future still queued for its leader loop
 // or its FSM when it stops, and a loop waiting on one would keep Shutdown
@@ -416,45 +422,6 @@ func (g *group) await(f raft.Future) error {
 		default:
 			return raft.ErrRaftShutdown
 		}
-	}
-}
-
-func (n *Node) closeAll() error {
-	var errs []error
-	n.stopOnce.Do(func() { close(n.stop) })
-	if n.ml != nil {
-		// Shutdown, not Leave: the others see this node fail, not depart, and keep
-		// it in the configuration.
-		errs = append(errs, n.ml.Shutdown())
-	}
-	n.groupsMu.Lock()
-	others := n.groups
-	n.groups = map[int]*group{}
-	n.groupsMu.Unlock()
-	for _, g := range others {
-		errs = append(errs, g.close())
-	}
-	if n.group != nil {
-		errs = append(errs, n.group.close())
-	}
-	if n.mux != nil {
-		errs = append(errs, n.mux.close())
-	}
-	n.peersMu.Lock()
-	for _, p := range n.peers {
-		p.close()
-	}
-	n.peersMu.Unlock()
-	n.wg.Wait()
-	return errors.Join(errs...)
-}
-
-func (n *Node) stopping() bool {
-	select {
-	case <-n.stop:
-		return true
-	default:
-		return false
 	}
 }
 

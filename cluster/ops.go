@@ -71,12 +71,12 @@ type heardKey struct {
 // RaftPeers lists the servers of the latest configuration, asking each one
 // (in parallel, up to a second) for its log and applied index.
 func (n *Node) RaftPeers(ctx context.Context) (RaftPeers, error) {
-	f := n.raft.GetConfiguration()
+	f := n.meta.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return RaftPeers{}, fmt.Errorf("read the raft configuration: %w", err)
 	}
-	lid, _ := n.Leader()
-	out := RaftPeers{Node: n.cfg.ID, Leader: lid, Term: n.raft.CurrentTerm(), CommitIndex: n.raft.CommitIndex()}
+	lid, _ := n.meta.Leader()
+	out := RaftPeers{Node: n.cfg.ID, Leader: lid, Term: n.meta.raft.CurrentTerm(), CommitIndex: n.meta.raft.CommitIndex()}
 	servers := f.Configuration().Servers
 	out.Servers = make([]RaftPeer, len(servers))
 	var wg sync.WaitGroup
@@ -92,9 +92,9 @@ func (n *Node) RaftPeers(ctx context.Context) (RaftPeers, error) {
 			p.State = "follower"
 		}
 		if p.ID == n.cfg.ID {
-			ps := n.peerStatus()
+			ps := n.meta.peerStatus()
 			p.LastIndex, p.AppliedIndex, p.Reachable = ps.LastIndex, ps.AppliedIndex, true
-			if lc := n.raft.LastContact(); !lc.IsZero() && p.ID != lid {
+			if lc := n.meta.raft.LastContact(); !lc.IsZero() && p.ID != lid {
 				p.LastContact = time.Since(lc).Round(time.Millisecond).String()
 			}
 			continue
@@ -128,7 +128,7 @@ func (n *Node) RaftPeers(ctx context.Context) (RaftPeers, error) {
 // the leader tells it over gossip that it was removed, and it reports so
 // (heal.go) until it is started again on an empty data directory.
 func (n *Node) RemovePeer(ctx context.Context, id string) error {
-	if n.raft.State() != raft.Leader {
+	if n.meta.raft.State() != raft.Leader {
 		return ErrNotLeader
 	}
 	s, voters, err := n.serverOf(id)
@@ -143,7 +143,7 @@ func (n *Node) RemovePeer(ctx context.Context, id string) error {
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
 		timeout = time.Until(d)
 	}
-	if err := n.await(n.raft.RemoveServer(s.ID, 0, timeout)); err != nil {
+	if err := n.meta.await(n.meta.raft.RemoveServer(s.ID, 0, timeout)); err != nil {
 		return translate(err)
 	}
 	n.forgetDead(id)
@@ -154,15 +154,15 @@ func (n *Node) RemovePeer(ctx context.Context, id string) error {
 // other voter when id is "". Only the leader can (ErrNotLeader elsewhere). It
 // returns the id of the new leader once this node has stepped down.
 func (n *Node) TransferLeader(ctx context.Context, id string) (string, error) {
-	if n.raft.State() != raft.Leader {
+	if n.meta.raft.State() != raft.Leader {
 		return "", ErrNotLeader
 	}
 	var fut raft.Future
 	if id == "" {
-		if n.voters() <= 1 {
+		if n.meta.voters() <= 1 {
 			return "", ErrNoOtherVoter
 		}
-		fut = n.raft.LeadershipTransfer()
+		fut = n.meta.raft.LeadershipTransfer()
 	} else {
 		if id == n.cfg.ID {
 			return id, nil // leads already
@@ -174,16 +174,16 @@ func (n *Node) TransferLeader(ctx context.Context, id string) (string, error) {
 		if s.Suffrage != raft.Voter {
 			return "", fmt.Errorf("%s is %w: leadership can go only to a voter", id, ErrNotVoter)
 		}
-		fut = n.raft.LeadershipTransferToServer(s.ID, s.Address)
+		fut = n.meta.raft.LeadershipTransferToServer(s.ID, s.Address)
 	}
 	n.log.Info("transferring leadership at the operator's request", "to", id)
-	if err := n.await(fut); err != nil {
+	if err := n.meta.await(fut); err != nil {
 		return "", fmt.Errorf("leadership transfer: %w", translate(err))
 	}
 	// The transfer is done once this node has stepped down; the new leader is
 	// known once its first heartbeat arrives.
 	for {
-		if lid, _ := n.Leader(); lid != "" && lid != n.cfg.ID {
+		if lid, _ := n.meta.Leader(); lid != "" && lid != n.cfg.ID {
 			return lid, nil
 		}
 		select {
@@ -196,7 +196,7 @@ func (n *Node) TransferLeader(ctx context.Context, id string) (string, error) {
 
 // serverOf finds id in the latest configuration and counts its voters.
 func (n *Node) serverOf(id string) (raft.Server, int, error) {
-	f := n.raft.GetConfiguration()
+	f := n.meta.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return raft.Server{}, 0, translate(err)
 	}

@@ -17,7 +17,7 @@ func TestRaftPeersAndTransfer(t *testing.T) {
 	f := tc.nodes[fi]
 	// A write is acknowledged once a majority has it: wait for the third node.
 	for _, n := range tc.live() {
-		eventually(t, 10*time.Second, n.ID()+" to hold the write", func() bool { return n.raft.LastIndex() > 0 && exists(t, n, "k", "a") })
+		eventually(t, 10*time.Second, n.ID()+" to hold the write", func() bool { return n.meta.raft.LastIndex() > 0 && exists(t, n, "k", "a") })
 	}
 	peers, err := f.RaftPeers(ctx)
 	if err != nil {
@@ -52,7 +52,7 @@ func TestRaftPeersAndTransfer(t *testing.T) {
 	if err != nil || got != to {
 		t.Fatalf("transfer to %s: %q, %v", to, got, err)
 	}
-	eventually(t, 10*time.Second, to+" leads", func() bool { return f.IsLeader() })
+	eventually(t, 10*time.Second, to+" leads", func() bool { return f.meta.IsLeader() })
 }
 
 func TestRemovePeerAndLastVoter(t *testing.T) {
@@ -118,7 +118,7 @@ func TestRecoverPeers(t *testing.T) {
 	}
 	tc.start(surv)
 	n := tc.nodes[surv]
-	eventually(t, 10*time.Second, "n1 leads alone", func() bool { return n.IsLeader() && n.Ready() })
+	eventually(t, 10*time.Second, "n1 leads alone", func() bool { return n.meta.IsLeader() && n.Ready() })
 	for _, k := range []string{"a", "b", "c"} {
 		if !exists(t, n, k, "x") {
 			t.Errorf("%s lost in recovery", k)

@@ -129,11 +129,11 @@ func (n *Node) newPeerAuth() *peerAuth {
 // Raft configuration; before Raft has started, of the members file.
 func (n *Node) isConfigServer(id string) bool {
 	select {
-	case <-n.raftUp:
+	case <-n.meta.raftUp:
 	default:
 		return n.heal.book.knows(id)
 	}
-	f := n.raft.GetConfiguration()
+	f := n.meta.raft.GetConfiguration()
 	if f.Error() != nil {
 		return false
 	}

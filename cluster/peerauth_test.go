@@ -52,8 +52,8 @@ func (c *testCA) clientTLS(kind certs.Kind, name string) *tls.Config {
 func clusterState(tc *testCluster) string {
 	var b strings.Builder
 	for _, n := range tc.live() {
-		fmt.Fprintf(&b, "%s last=%d term=%d applied=%d config=%v filters=%v\n", n.ID(), n.raft.LastIndex(),
-			n.raft.CurrentTerm(), n.FSM().AppliedIndex(), n.raft.GetConfiguration().Configuration().Servers, n.FSM().List())
+		fmt.Fprintf(&b, "%s last=%d term=%d applied=%d config=%v filters=%v\n", n.ID(), n.meta.raft.LastIndex(),
+			n.meta.raft.CurrentTerm(), n.meta.fsm.AppliedIndex(), n.meta.raft.GetConfiguration().Configuration().Servers, n.meta.fsm.List())
 	}
 	return b.String()
 }
@@ -63,7 +63,7 @@ func settled(t *testing.T, tc *testCluster, l *Node) {
 	t.Helper()
 	eventually(t, 10*time.Second, "every node to apply", func() bool {
 		for _, n := range tc.live() {
-			if n.FSM().AppliedIndex() < l.FSM().AppliedIndex() || n.raft.LastIndex() != l.raft.LastIndex() {
+			if n.meta.fsm.AppliedIndex() < l.meta.fsm.AppliedIndex() || n.meta.raft.LastIndex() != l.meta.raft.LastIndex() {
 				return false
 			}
 		}
@@ -78,7 +78,7 @@ func raftAttacks(t *testing.T, tc *testCluster, cfg *tls.Config, sender string) 
 	tr := newAttacker(t, cfg, streamRaft)
 	for _, n := range tc.live() {
 		addr, id := raft.ServerAddress(n.RaftAddr()), raft.ServerID(n.ID())
-		term, last := n.raft.CurrentTerm(), n.raft.LastIndex()
+		term, last := n.meta.raft.CurrentTerm(), n.meta.raft.LastIndex()
 		hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(sender), Addr: []byte(tr.LocalAddr())}
 		var ae raft.AppendEntriesResponse
 		if err := tr.AppendEntries(id, addr, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: term + 1000,
@@ -161,7 +161,7 @@ func TestClientCertificateOpensNoPeerPort(t *testing.T) {
 		raftAttacks(t, tc, client, sender)
 	}
 	for _, n := range tc.live() {
-		for name, b := range rpcFrames(t, n.RaftAddr(), client, n.raft.CurrentTerm(), "n3") {
+		for name, b := range rpcFrames(t, n.RaftAddr(), client, n.meta.raft.CurrentTerm(), "n3") {
 			if len(b) > 0 {
 				t.Errorf("%s answered a %s frame from a client certificate: %q", n.ID(), name, b)
 			}
@@ -190,7 +190,7 @@ func TestNodeSpeaksOnlyAsItself(t *testing.T) {
 	n3 := ca.clientTLS(certs.KindNode, "n3")
 	raftAttacks(t, tc, n3, "n1")
 	for _, n := range tc.live() {
-		if got := rpcFrames(t, n.RaftAddr(), n3, n.raft.CurrentTerm(), "n1", "remove")["remove"]; len(got) > 0 {
+		if got := rpcFrames(t, n.RaftAddr(), n3, n.meta.raft.CurrentTerm(), "n1", "remove")["remove"]; len(got) > 0 {
 			t.Errorf("%s answered n3's request to remove n1: %q", n.ID(), got)
 		}
 	}
@@ -326,7 +326,7 @@ func TestLegacyCertificatesReissued(t *testing.T) {
 	}
 	// New connections between the re-issued nodes: move leadership.
 	_, l = tc.leader(10 * time.Second)
-	if err := l.raft.LeadershipTransfer().Error(); err != nil {
+	if err := l.meta.raft.LeadershipTransfer().Error(); err != nil {
 		t.Fatal(err)
 	}
 	tc.mustWrite(bfAdd("k", "after-transfer"))

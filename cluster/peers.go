@@ -253,7 +253,7 @@ func (n *Node) joinCandidates(want func(id string) bool) []string {
 	for _, p := range n.heal.book.get().Peers {
 		known[p.ID] = p
 	}
-	if f := n.raft.GetConfiguration(); f.Error() == nil {
+	if f := n.meta.raft.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			if id := string(s.ID); id != n.cfg.ID {
 				if _, ok := known[id]; !ok {

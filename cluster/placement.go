@@ -25,8 +25,15 @@ type placementView struct {
 	// draining. Every other node named in Groups is unavailable.
 	Nodes []string
 	// Gone are the nodes dead (to gossip and Raft) longer than the dead-server
-	// timeout, or draining: their replicas are given to others.
+	// timeout, draining, or left: their replicas are given to others.
 	Gone map[string]bool
+	// Left are the gone nodes that left the cluster for good: a replica of
+	// one that no other node can take is dropped rather than kept waiting.
+	Left map[string]bool
+	// Fenced are, by shard, the nodes whose replica of it a recovery cut
+	// off: gone for that shard (and dropped when nothing replaces them),
+	// and never placed there again until the controller lifts the fence.
+	Fenced map[int][]string
 	// Moving are the shards whose groups have not reached the map's
 	// replicas yet: a change is in flight, and no new one is planned for them.
 	Moving map[int]bool
@@ -53,6 +60,7 @@ func planPlacement(v placementView) ([]groupPlacement, bool) {
 	}
 	p.count()
 	p.replaceGone()
+	p.dropLost()
 	p.fill()
 	p.balance()
 	p.leaders()
@@ -86,6 +94,12 @@ func (p *placer) count() {
 	}
 }
 
+// goneFrom reports whether node n can no longer hold shard s: it is gone, or
+// fenced off that shard.
+func (p *placer) goneFrom(s int, n string) bool {
+	return p.v.Gone[n] || slices.Contains(p.v.Fenced[s], n)
+}
+
 // budget reports whether shard s may change now.
 func (p *placer) budget(s int) bool {
 	if p.v.Moving[s] || p.changed[s] {
@@ -98,11 +112,11 @@ func (p *placer) budget(s int) bool {
 }
 
 // least is the available node holding the fewest replicas that is not in
-// exclude (ties: the lowest id), or "".
-func (p *placer) least(exclude []string) string {
+// exclude and not fenced off shard s (ties: the lowest id), or "".
+func (p *placer) least(s int, exclude []string) string {
 	best := ""
 	for n := range p.ok {
-		if slices.Contains(exclude, n) {
+		if slices.Contains(exclude, n) || slices.Contains(p.v.Fenced[s], n) {
 			continue
 		}
 		if best == "" || p.load[n] < p.load[best] || p.load[n] == p.load[best] && n < best {
@@ -119,10 +133,10 @@ func (p *placer) replaceGone() {
 	for s := range p.next {
 		reps := p.next[s].Replicas
 		for i, r := range reps {
-			if !p.v.Gone[r] || !p.budget(s) {
+			if !p.goneFrom(s, r) || !p.budget(s) {
 				continue
 			}
-			to := p.least(reps)
+			to := p.least(s, reps)
 			if to == "" {
 				break
 			}
@@ -134,13 +148,38 @@ func (p *placer) replaceGone() {
 	}
 }
 
+// dropLost removes from each shard its replicas on nodes that left for
+// good or are fenced off it and that replaceGone could not replace: they
+// will never hold the shard again, and fill places what is missing once a
+// node can take it. A replica on a node merely dead stays listed: it may come
+// back.
+func (p *placer) dropLost() {
+	for s := range p.next {
+		reps := p.next[s].Replicas
+		kept := reps[:0:0]
+		for _, r := range reps {
+			if p.v.Left[r] || slices.Contains(p.v.Fenced[s], r) {
+				p.changed[s] = true
+				continue
+			}
+			kept = append(kept, r)
+		}
+		if len(kept) != len(reps) {
+			p.next[s].Replicas = kept
+			if !slices.Contains(kept, p.next[s].Leader) {
+				p.next[s].Leader = ""
+			}
+		}
+	}
+}
+
 // fill adds a replica to each shard short of R, one per shard per round.
 func (p *placer) fill() {
 	for s := range p.next {
 		if len(p.next[s].Replicas) >= p.v.Replicas || !p.budget(s) {
 			continue
 		}
-		to := p.least(p.next[s].Replicas)
+		to := p.least(s, p.next[s].Replicas)
 		if to == "" {
 			continue
 		}
@@ -166,7 +205,7 @@ func (p *placer) balance() {
 		for s := range p.next {
 			reps := p.next[s].Replicas
 			i := slices.Index(reps, hi)
-			if i < 0 || slices.Contains(reps, lo) || !p.budget(s) {
+			if i < 0 || slices.Contains(reps, lo) || slices.Contains(p.v.Fenced[s], lo) || !p.budget(s) {
 				continue
 			}
 			reps[i] = lo

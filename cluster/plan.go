@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -33,6 +35,9 @@ import (
 //   - A dead voter is removed only while a healthy quorum remains (healthy:
 //     alive to gossip and reached by raft); the leader itself is never
 //     removed by reconciliation.
+//   - A group with more voters than MaxVoters demotes the surplus to
+//     non-voters, the unhealthy first, then the highest ids; never the
+//     leader.
 
 // catchUpSlack is how far behind the leader's commit index a non-voter may be
 // and still be promoted to voter.
@@ -66,6 +71,9 @@ const (
 	actWarn
 	// actTransfer hands leadership of the group to voter ID at Addr.
 	actTransfer
+	// actDemote makes voter ID a non-voter: the group has more voters than
+	// its cap.
+	actDemote
 )
 
 // action is one step of a membership plan.
@@ -192,6 +200,39 @@ func (r *reconciler) plan(v membershipView, now time.Time) []action {
 				promoted++
 			}
 		}
+	}
+	return append(acts, planDemotions(v, byID, voters)...)
+}
+
+// planDemotions demotes the voters beyond v.MaxVoters, the unhealthy first,
+// then the highest ids; never the leader.
+func planDemotions(v membershipView, byID map[string]member, voters int) []action {
+	if v.MaxVoters == 0 || voters <= v.MaxVoters {
+		return nil
+	}
+	var cand []raft.Server
+	for _, s := range v.Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != v.Self {
+			cand = append(cand, s)
+		}
+	}
+	healthy := func(id string) bool {
+		m, ok := byID[id]
+		return ok && m.state == memberlist.StateAlive && v.Unreached[id] == 0
+	}
+	slices.SortFunc(cand, func(a, b raft.Server) int {
+		ha, hb := healthy(string(a.ID)), healthy(string(b.ID))
+		if ha != hb {
+			if ha {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(string(b.ID), string(a.ID))
+	})
+	var acts []action
+	for _, s := range cand[:min(voters-v.MaxVoters, len(cand))] {
+		acts = append(acts, action{Kind: actDemote, ID: string(s.ID), Addr: string(s.Address)})
 	}
 	return acts
 }

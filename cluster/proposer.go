@@ -33,36 +33,76 @@ const (
 )
 
 type proposal struct {
-	cmd      *fsm.Command
-	fut      *Future
-	reserved int64 // admitted bytes to release once resolved
+	cmd *fsm.Command
+	fut *Future
 }
 
 type inflightBatch struct {
-	f     raft.ApplyFuture
-	props []proposal
-	start time.Time
+	f       raft.ApplyFuture
+	props   []proposal
+	start   time.Time
+	release func() // the batch's memory reservations, once it has applied
 }
 
-// Submit queues a write. On the leader it is proposed to the log; on a follower
-// it is forwarded to the leader, in submission order. The Future resolves with the
-// leader's apply result or with one of the package's errors.
+// Submit queues a write to its key's shard: proposed on the shard's leader
+// (here, or forwarded to it), held while no leader is known. The Future
+// resolves with the leader's apply result or with one of the package's
+// errors. Writes submitted one after another from one goroutine are applied
+// in that order.
 func (n *Node) Submit(cmd *fsm.Command) *Future {
-	if n.stopping() {
-		fut := NewFuture()
-		fut.Resolve(nil, ErrShutdown)
-		return fut
-	}
-	if err := n.removedErr(); err != nil {
-		fut := NewFuture()
-		fut.Resolve(nil, err)
-		return fut
+	if err := n.refuseClient(); err != nil {
+		return failed(err)
 	}
 	m := n.clusterMap()
 	if m == nil {
-		return n.group.submit(cmd)
+		if n.awaitingMap() {
+			fut := NewFuture()
+			n.mapWait.submit(cmd, fut)
+			return fut
+		}
+		return n.meta.submit(cmd)
 	}
 	return n.SubmitTo(shardOf(m, cmd.Key), cmd)
+}
+
+// refuseClient says why this node takes no client request now: it is
+// stopping, or out of the cluster.
+func (n *Node) refuseClient() error {
+	if n.closing() {
+		return ErrShutdown
+	}
+	return n.removedErr()
+}
+
+// dispatchAfterMap hands a write that waited for the cluster's first map
+// (a node started with --shards) to its shard once the map is known, and
+// reports whether it could (mapWait, a hold queue).
+func (n *Node) dispatchAfterMap(cmd *fsm.Command, fut *Future) bool {
+	m := n.clusterMap()
+	if m == nil {
+		if n.awaitingMap() {
+			return false
+		}
+		// The node will not shard after all (its cluster holds filters in
+		// one group): group 0 takes the write as it always has.
+		chain(n.meta.submit(cmd), fut)
+		return true
+	}
+	chain(n.SubmitTo(shardOf(m, cmd.Key), cmd), fut)
+	return true
+}
+
+// chain resolves to as from resolves.
+func chain(from, to *Future) {
+	select {
+	case <-from.done:
+		to.Resolve(from.Result())
+	default:
+		go func() {
+			<-from.done
+			to.Resolve(from.Result())
+		}()
+	}
 }
 
 // SubmitTo queues a write to shard s (a keyless write fanned out to every
@@ -71,36 +111,28 @@ func (n *Node) Submit(cmd *fsm.Command) *Future {
 func (n *Node) SubmitTo(s int, cmd *fsm.Command) *Future {
 	m := n.clusterMap()
 	if m == nil {
-		if n.awaitingMap() {
-			// A write kept in group 0 now would stop the cluster from
-			// sharding (createMap), so it waits for the map.
-			fut := NewFuture()
-			fut.Resolve(nil, fmt.Errorf("%w: waiting for the cluster's map of shards", ErrNoLeader))
-			return fut
+		if s != 0 {
+			return failed(fmt.Errorf("%w: shard %d of a cluster of one", ErrNotHosted, s))
 		}
-		return n.group.submit(cmd)
+		return n.Submit(cmd)
 	}
-	fut := NewFuture()
 	if s < 0 || s >= m.Shards() {
-		fut.Resolve(nil, fmt.Errorf("%w: shard %d of %d", ErrNotHosted, s, m.Shards()))
-		return fut
+		return failed(fmt.Errorf("%w: shard %d of %d", ErrNotHosted, s, m.Shards()))
 	}
 	if !m.Groups[s].Created {
 		// Not even on its creator: a write is taken once the shard has its
-		// replicas (control, shardloop.go).
-		fut.Resolve(nil, fmt.Errorf("%w: shard %d is not created yet", ErrNoLeader, s))
-		return fut
+		// replicas (the controller marks it created).
+		return failed(fmt.Errorf("%w: shard %d is not created yet", ErrNoLeader, s))
 	}
-	gid := groupOf(m, s)
-	if g := n.groupByID(gid); g != nil && n.wants(m, s) {
-		return g.submit(cmd)
+	if r, err := n.Replica(s); err == nil {
+		return r.g.submit(cmd)
 	}
 	addrs := n.shardAddrs(m, s)
 	if len(addrs) == 0 {
-		fut.Resolve(nil, fmt.Errorf("%w: no replica of shard %d is known alive", ErrNoLeader, s))
-		return fut
+		return failed(fmt.Errorf("%w: no replica of shard %d is known alive", ErrNoLeader, s))
 	}
-	n.forwardTo(gid, addrs, cmd, fut, n.stop)
+	fut := NewFuture()
+	n.forwardTo(groupOf(m, s), addrs, cmd, fut, n.stop)
 	return fut
 }
 
@@ -209,13 +241,10 @@ type proposer struct {
 	refuse func(size int) error
 	// codec is the log format entries are written in now.
 	codec func() byte
-	// budget is the memory limit a batch written in log format v is
-	// admitted against and stamped with (memlimit.go).
-	budget func(v byte) memBudget
-	// admit reserves memory for what a command may create or grow, or
-	// refuses it; release returns a reservation once the command resolved.
-	admit   func(*proposal, memBudget) error
-	release func(bytes int64)
+	// admit reserves, on the node of every replica, the memory the batch's
+	// writes (in log format v) may allocate, refuses those that do not fit,
+	// and says what cap the admitted ones carry (budget.go).
+	admit func(props []proposal, v byte) admission
 	// now is the leader's clock, stamped into every command of an entry.
 	now func() time.Time
 	// await waits for a raft future (returns once raft is down).
@@ -237,12 +266,12 @@ func newProposer(r raftAPI, timeout time.Duration, stop <-chan struct{}) *propos
 		done:     make(chan struct{}),
 		refuse:   func(int) error { return nil },
 		codec:    func() byte { return fsm.CodecVersion },
-		budget:   func(v byte) memBudget { return memBudget{v: v} },
-		admit:    func(*proposal, memBudget) error { return nil },
-		release:  func(int64) {},
-		now:      time.Now,
-		await:    func(f raft.Future) error { return f.Error() },
-		observe:  func(time.Duration, int, error) {},
+		admit: func(props []proposal, v byte) admission {
+			return admission{errs: make([]error, len(props)), budget: memBudget{v: v}, release: func() {}}
+		},
+		now:     time.Now,
+		await:   func(f raft.Future) error { return f.Error() },
+		observe: func(time.Duration, int, error) {},
 	}
 }
 
@@ -251,13 +280,11 @@ func (g *group) newProposer() *proposer {
 	p := newProposer(g.raft, g.n.cfg.ApplyTimeout, g.stop)
 	p.refuse = g.refuseWrites
 	p.codec = g.entryCodec
-	p.budget = func(v byte) memBudget {
-		mb := memBudget{v: v}
-		mb.limit, mb.who = g.memLimit()
-		return mb
+	p.admit = func(props []proposal, v byte) admission {
+		ctx, cancel := context.WithTimeout(context.Background(), reserveTimeout)
+		defer cancel()
+		return g.admitBatch(ctx, props, v)
 	}
-	p.admit = g.admit
-	p.release = func(b int64) { g.reserved.Add(-b) }
 	p.now = g.n.now
 	p.await = g.await
 	p.observe = g.n.metrics.observeApply
@@ -382,25 +409,30 @@ func (p *proposer) propose(batch []proposal) {
 		return
 	}
 	now := p.now().UnixNano()
-	props := make([]proposal, 0, len(batch))
-	cmds := make([]*fsm.Command, 0, len(batch))
 	v := p.codec()
-	mb := p.budget(v)
+	eligible := make([]proposal, 0, len(batch))
 	for _, q := range batch {
 		if need := fsm.MinCodec(q.cmd); need > v {
 			q.fut.Resolve(nil, needsUpgrade(need, v))
 			continue
 		}
-		if err := p.admit(&q, mb); err != nil {
-			q.fut.Resolve(nil, err)
+		eligible = append(eligible, q)
+	}
+	adm := p.admit(eligible, v)
+	props := make([]proposal, 0, len(eligible))
+	cmds := make([]*fsm.Command, 0, len(eligible))
+	for i, q := range eligible {
+		if adm.errs[i] != nil {
+			q.fut.Resolve(nil, adm.errs[i])
 			continue
 		}
-		mb.stamp(q.cmd)
+		adm.budget.stampCap(q.cmd)
 		q.cmd.Time = now
 		props = append(props, q)
 		cmds = append(cmds, q.cmd)
 	}
 	if len(props) == 0 {
+		adm.release()
 		<-p.slots
 		return
 	}
@@ -415,8 +447,9 @@ func (p *proposer) propose(batch []proposal) {
 		props = ackAtProposal(props)
 	}
 	select {
-	case p.inflight <- inflightBatch{f: f, props: props, start: time.Now()}:
+	case p.inflight <- inflightBatch{f: f, props: props, start: time.Now(), release: adm.release}:
 	case <-p.stop:
+		adm.release()
 		<-p.slots
 		for _, q := range props {
 			q.fut.Resolve(nil, fmt.Errorf("%w: node shutting down", ErrIndeterminate))
@@ -444,25 +477,6 @@ func ackAtProposal(props []proposal) []proposal {
 	return out
 }
 
-// admit refuses a filter that would take a replica past its memory limit (the
-// smallest of the group's servers', memlimit.go), before it reaches the log.
-func (g *group) admit(p *proposal, mb memBudget) error {
-	if mb.limit == 0 {
-		return nil
-	}
-	need := g.fsm.NeedBytes(p.cmd)
-	if need == 0 {
-		return nil
-	}
-	used := g.fsm.MemoryBytes() + uint64(g.reserved.Load())
-	if used+need > mb.limit {
-		return mb.admitErr(need, used)
-	}
-	g.reserved.Add(int64(need))
-	p.reserved = int64(need)
-	return nil
-}
-
 func (p *proposer) resolveLoop() {
 	for {
 		select {
@@ -488,10 +502,8 @@ func (p *proposer) resolveBatch(b inflightBatch) {
 	err := p.await(b.f)
 	<-p.slots
 	p.observe(time.Since(b.start), len(b.props), err)
-	for _, q := range b.props {
-		if q.reserved != 0 {
-			p.release(q.reserved)
-		}
+	if b.release != nil {
+		b.release()
 	}
 	if err != nil {
 		err = translateApplyErr(err)

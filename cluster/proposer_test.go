@@ -159,14 +159,19 @@ func TestProposerRefusals(t *testing.T) {
 	var mu sync.Mutex
 	h := newProposerHarness(t, func(p *proposer) {
 		p.codec = func() byte { return fsm.CodecV4 }
-		p.admit = func(q *proposal, _ memBudget) error {
-			if q.cmd.Key == "big" {
-				return fmt.Errorf("%w: too big", ErrTooLarge)
+		p.admit = func(props []proposal, v byte) admission {
+			adm := admission{errs: make([]error, len(props)), budget: memBudget{v: v}}
+			reserved := int64(0)
+			for i, q := range props {
+				if q.cmd.Key == "big" {
+					adm.errs[i] = fmt.Errorf("%w: too big", ErrTooLarge)
+					continue
+				}
+				reserved += 100
 			}
-			q.reserved = 100
-			return nil
+			adm.release = func() { mu.Lock(); released = append(released, reserved); mu.Unlock() }
+			return adm
 		}
-		p.release = func(b int64) { mu.Lock(); released = append(released, b); mu.Unlock() }
 	})
 	blocker := h.submit("first")
 	waitFor(t, func() bool { return h.r.pendingApplies() == 1 })

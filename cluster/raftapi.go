@@ -30,6 +30,7 @@ type raftAPI interface {
 	AddVoter(id raft.ServerID, addr raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture
 	AddNonvoter(id raft.ServerID, addr raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture
 	RemoveServer(id raft.ServerID, prevIndex uint64, timeout time.Duration) raft.IndexFuture
+	DemoteVoter(id raft.ServerID, prevIndex uint64, timeout time.Duration) raft.IndexFuture
 	LeadershipTransfer() raft.Future
 	LeadershipTransferToServer(id raft.ServerID, addr raft.ServerAddress) raft.Future
 }

@@ -1,9 +1,7 @@
 package cluster
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -18,7 +16,7 @@ func (n *Node) maybeBootstrap() {
 	if n.bootstrapped.Load() || n.cfg.BootstrapExpect == 0 {
 		return
 	}
-	if n.raft.LastIndex() > 0 || n.raft.CurrentTerm() > 0 {
+	if n.meta.raft.LastIndex() > 0 || n.meta.raft.CurrentTerm() > 0 {
 		n.bootstrapped.Store(true)
 		return
 	}
@@ -32,7 +30,7 @@ func (n *Node) maybeBootstrap() {
 		return
 	}
 	var servers []raft.Server
-	for _, m := range alive {
+	for i, m := range alive {
 		if m.ID != n.cfg.ID {
 			ps, err := n.verifyIdentity(m.ID, m.Raft)
 			if err != nil {
@@ -45,10 +43,16 @@ func (n *Node) maybeBootstrap() {
 				return
 			}
 		}
-		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.Raft)})
+		suffrage := raft.Voter
+		if max := n.maxMetaVoters(); max > 0 && i >= max {
+			// A sharded cluster's group 0 votes with five; the rest hold
+			// the map as non-voters from the start.
+			suffrage = raft.Nonvoter
+		}
+		servers = append(servers, raft.Server{Suffrage: suffrage, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.Raft)})
 	}
-	n.log.Info("bootstrapping cluster", "voters", len(servers))
-	if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+	n.log.Info("bootstrapping cluster", "servers", len(servers), "voters", countVoters(servers))
+	if err := n.meta.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 		n.log.Error("bootstrap", "err", err)
 		return
 	}
@@ -85,7 +89,7 @@ func (g *group) leaderLoop() {
 // the configuration, gossip's members and raft's reachability, plans with the
 // pure rules of plan.go, and carries the plan out (membershipExec).
 func (n *Node) reconcile() {
-	servers, err := latestServers(n.raft)
+	servers, err := latestServers(n.meta.raft)
 	if err != nil {
 		return
 	}
@@ -94,11 +98,16 @@ func (n *Node) reconcile() {
 		Self:      n.cfg.ID,
 		Servers:   servers,
 		Members:   n.members(),
-		Unreached: n.reach.unreachable(now),
-		Commit:    n.raft.CommitIndex(),
+		Unreached: map[string]time.Duration{},
+		Commit:    n.meta.raft.CommitIndex(),
+		MaxVoters: n.maxMetaVoters(),
 	}
-	if n.clusterMap() != nil {
-		v.MaxVoters = mapGroupVoters
+	// Raft reachability from the one liveness view: reports pushed over the
+	// Raft port and the heartbeats of every group this node leads.
+	for id, l := range n.liveness() {
+		if l.RaftSilent > 0 {
+			v.Unreached[id] = l.RaftSilent
+		}
 	}
 	n.recMu.Lock()
 	acts := n.rec.plan(v, now)
@@ -107,10 +116,20 @@ func (n *Node) reconcile() {
 	n.reconciled.Add(1)
 }
 
+// maxMetaVoters caps group 0's voters (0: no cap): on a sharded cluster,
+// or one started with --shards, every node holds the map but only
+// mapGroupVoters vote on it.
+func (n *Node) maxMetaVoters() int {
+	if n.clusterMap() != nil || n.cfg.Shards > 0 {
+		return mapGroupVoters
+	}
+	return 0
+}
+
 // membershipExec is the node's executor of membership plans.
 func (n *Node) membershipExec() membershipExec {
 	return membershipExec{
-		r:      n.raft,
+		r:      n.meta.raft,
 		verify: n.verifyIdentity,
 		tell: func(id string) {
 			n.memMu.Lock()
@@ -145,51 +164,6 @@ func (n *Node) forgetDead(id string) {
 	n.recMu.Unlock()
 }
 
-// Leave removes this node from the cluster for good: a leader hands leadership
-// over first, then the leader removes this node from the configuration, and only
-// then does the node leave gossip. The node should shut down afterwards.
-func (n *Node) Leave(ctx context.Context) error {
-	// Set for good once the node has left: the removal it asks for is no news.
-	n.heal.leaving.Store(true)
-	if n.IsLeader() && n.voters() > 1 {
-		if err := n.raft.LeadershipTransfer().Error(); err != nil {
-			n.log.Warn("leadership transfer before leaving", "err", err)
-		}
-	}
-	// Announce the departure first, so that no leader adds this node back
-	// between its removal and its leaving gossip (reconcile skips members
-	// that are leaving).
-	n.announceLeaving(true)
-	for {
-		err := n.requestRemoval(ctx)
-		if err == nil {
-			break
-		}
-		n.log.Warn("leave: removal not yet confirmed", "err", err)
-		select {
-		case <-time.After(200 * time.Millisecond):
-		case <-ctx.Done():
-			n.heal.leaving.Store(false)
-			n.announceLeaving(false)
-			return fmt.Errorf("leave: %w", ctx.Err())
-		}
-	}
-	// Remembered, so that started again on this data directory the node says
-	// it left rather than waiting for a leader that no longer talks to it.
-	if err := n.heal.book.update(func(m *membersFile) { m.Left = true }); err != nil {
-		n.log.Warn("record the leave", "err", err)
-	}
-	// Announced again before leaving gossip, so the others record this node
-	// as left rather than failed.
-	n.announceLeaving(true)
-	if err := n.ml.Leave(2 * time.Second); err != nil {
-		n.log.Warn("leave gossip", "err", err)
-	}
-	n.leftOnce.Do(func() { close(n.left) })
-	n.log.Info("left the cluster")
-	return nil
-}
-
 // announceLeaving gossips this node's metadata with Leaving set or cleared.
 func (n *Node) announceLeaving(leaving bool) {
 	m := n.localMeta()
@@ -200,31 +174,16 @@ func (n *Node) announceLeaving(leaving bool) {
 	}
 }
 
-func (n *Node) requestRemoval(ctx context.Context) error {
-	if n.IsLeader() {
-		if n.voters() <= 1 {
-			return errors.New("the last voter cannot leave")
-		}
-		return n.removeServer(n.cfg.ID)
-	}
-	_, addr := n.Leader()
-	if addr == "" {
-		return ErrNoLeader
-	}
-	_, err := n.peer(addr).call(ctx, opRemove, []byte(n.cfg.ID))
-	return err
-}
-
 // Nodes lists the members of the configuration and of gossip.
 func (n *Node) Nodes() []NodeInfo {
-	lid, _ := n.Leader()
+	lid, _ := n.meta.Leader()
 	seen := make(map[string]bool)
 	var out []NodeInfo
 	health := make(map[string]member)
 	for _, m := range n.members() {
 		health[m.ID] = m
 	}
-	if f := n.raft.GetConfiguration(); f.Error() == nil {
+	if f := n.meta.raft.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			id := string(s.ID)
 			seen[id] = true

@@ -22,7 +22,9 @@ import (
 // are submitted in that order, so a client's pipeline keeps its order across the
 // hop to the leader.
 
-// Request ops.
+// Request ops: the one table of every node-to-node request. Ops are only
+// ever appended; a peer of an older build answers an op it does not know
+// with errUnknownOp.
 const (
 	opApply     byte = 1 // body: an fsm log entry of one command; reply: fsm.EncodeResult
 	opReadIndex byte = 2 // reply: u64 index the caller must apply before reading
@@ -32,6 +34,25 @@ const (
 	// opGroup addresses one of the requests above to a group other than
 	// group 0: body: uvarint group id, the request's op, its body.
 	opGroup byte = 6
+	// opMap asks for the cluster map: body empty; reply fsm.EncodeMap, or
+	// empty when the node has none (clustermap.go).
+	opMap byte = 7
+	// opCommand runs a client command against the receiving node's replica
+	// of one shard (forward.go).
+	opCommand byte = 8
+	// opReport pushes the sender's report (reports.go): body JSON nodeReport.
+	opReport byte = 9
+	// opReserve sets memory aside for a group's writes (budget.go): body JSON
+	// reserveRequest; reply JSON reserveAnswer. opRelease lets it go: body
+	// the JSON token.
+	opReserve byte = 10
+	opRelease byte = 11
+	// opDrainSelf asks group 0's leader to drain the sender (a node leaving
+	// for good, lifecycle.go): body the sender's id.
+	opDrainSelf byte = 12
+	// opFence tells group 0's leader that recovery of a shard left replicas
+	// out (fence.go): body JSON fenceRequest.
+	opFence byte = 13
 )
 
 // groupOp wraps request op for group g; group 0's go as they always have.

@@ -44,7 +44,7 @@ func (n *Node) serveRPC(c net.Conn, peer string) {
 	// The Raft port listens before Raft starts (a recovered node first leaves
 	// the configuration, see rejoin.go); requests wait for it.
 	select {
-	case <-n.raftUp:
+	case <-n.meta.raftUp:
 	case <-n.stop:
 		return
 	}
@@ -83,15 +83,10 @@ func (n *Node) serveRPC(c net.Conn, peer string) {
 			}()
 			continue
 		}
-		if op == opMap {
-			var out []byte
-			if m := n.clusterMap(); m != nil {
-				out = fsm.EncodeMap(m)
-			}
-			reply(nil, out)
+		if n.serveNodeOp(ctx, &wg, op, body, peer, reply) {
 			continue
 		}
-		g := n.group
+		g := n.meta
 		if op == opGroup {
 			gid, inner, rest, err := decodeGroupOp(body)
 			if err != nil {
@@ -112,6 +107,40 @@ func (n *Node) serveRPC(c net.Conn, peer string) {
 		}
 		n.handle(ctx, g, &wg, op, body, reply)
 	}
+}
+
+// serveNodeOp answers the requests about the node rather than one group,
+// and reports whether op was one.
+func (n *Node) serveNodeOp(ctx context.Context, wg *sync.WaitGroup, op byte, body []byte, peer string, reply func(error, []byte)) bool {
+	switch op {
+	case opMap:
+		var out []byte
+		if m := n.clusterMap(); m != nil {
+			out = fsm.EncodeMap(m)
+		}
+		reply(nil, out)
+	case opReport:
+		reply(n.noteReport(body, peer), nil)
+	case opReserve:
+		out, err := n.serveReserve(body)
+		reply(err, out)
+	case opRelease:
+		reply(n.serveRelease(body), nil)
+	case opDrainSelf:
+		if peer != "" && string(body) != peer {
+			// A node drains itself, never another.
+			reply(errNotSelf, nil)
+			return true
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reply(n.Drain(ctx, string(body), false), nil)
+		}()
+	default:
+		return false
+	}
+	return true
 }
 
 // handle answers one request to group g (group 0 for the requests of builds
@@ -181,6 +210,7 @@ type rpcError string
 func (e rpcError) Error() string { return string(e) }
 
 const (
+	errNotSelf    = rpcError("a node may ask this only for itself")
 	errUnknownOp  = rpcError("unknown request")
 	errBadConfirm = rpcError("bad confirm request")
 )

@@ -118,17 +118,17 @@ func newAttacker(t *testing.T, cfg *tls.Config, kind byte) *raft.NetworkTranspor
 func attack(tr *raft.NetworkTransport, target *Node) error {
 	addr := raft.ServerAddress(target.RaftAddr())
 	id := raft.ServerID(target.ID())
-	last := target.raft.LastIndex()
+	last := target.meta.raft.LastIndex()
 	var vresp raft.RequestVoteResponse
 	verr := tr.RequestVote(id, addr, &raft.RequestVoteRequest{
 		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("evil"), Addr: []byte(tr.LocalAddr())},
-		Term:      target.raft.CurrentTerm() + 1000, LastLogIndex: last + 1000, LastLogTerm: target.raft.CurrentTerm() + 999,
+		Term:      target.meta.raft.CurrentTerm() + 1000, LastLogIndex: last + 1000, LastLogTerm: target.meta.raft.CurrentTerm() + 999,
 	}, &vresp)
 	var aresp raft.AppendEntriesResponse
 	aerr := tr.AppendEntries(id, addr, &raft.AppendEntriesRequest{
 		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("evil"), Addr: []byte(tr.LocalAddr())},
-		Term:      target.raft.CurrentTerm() + 2000, PrevLogEntry: last, PrevLogTerm: target.raft.CurrentTerm(),
-		Entries:           []*raft.Log{{Index: last + 1, Term: target.raft.CurrentTerm() + 2000, Type: raft.LogCommand, Data: []byte("\xffgarbage")}},
+		Term:      target.meta.raft.CurrentTerm() + 2000, PrevLogEntry: last, PrevLogTerm: target.meta.raft.CurrentTerm(),
+		Entries:           []*raft.Log{{Index: last + 1, Term: target.meta.raft.CurrentTerm() + 2000, Type: raft.LogCommand, Data: []byte("\xffgarbage")}},
 		LeaderCommitIndex: last + 1,
 	}, &aresp)
 	if verr != nil {
@@ -160,16 +160,16 @@ func TestRaftPortRefusesStrangers(t *testing.T) {
 	mustSubmit(t, l, bfAdd("k", "before"))
 	eventually(t, 10*time.Second, "every node to apply", func() bool {
 		for _, n := range tc.live() {
-			if n.FSM().AppliedIndex() < l.FSM().AppliedIndex() {
+			if n.meta.fsm.AppliedIndex() < l.meta.fsm.AppliedIndex() {
 				return false
 			}
 		}
 		return true
 	})
-	term := l.raft.CurrentTerm()
+	term := l.meta.raft.CurrentTerm()
 	lastIndex := make([]uint64, len(tc.nodes))
 	for i, n := range tc.nodes {
-		lastIndex[i] = n.raft.LastIndex()
+		lastIndex[i] = n.meta.raft.LastIndex()
 	}
 
 	other := newTestCA(t)
@@ -222,16 +222,16 @@ func TestRaftPortRefusesStrangers(t *testing.T) {
 		t.Fatalf("a member's certificate did not reach raft: %v", err)
 	}
 
-	if _, now := tc.leader(5 * time.Second); now != l || l.raft.CurrentTerm() != term {
-		t.Fatalf("leadership moved: leader %s term %d (was %s, %d)", now.ID(), l.raft.CurrentTerm(), l.ID(), term)
+	if _, now := tc.leader(5 * time.Second); now != l || l.meta.raft.CurrentTerm() != term {
+		t.Fatalf("leadership moved: leader %s term %d (was %s, %d)", now.ID(), l.meta.raft.CurrentTerm(), l.ID(), term)
 	}
 	for i, n := range tc.nodes {
-		if got := n.raft.LastIndex(); got != lastIndex[i] {
+		if got := n.meta.raft.LastIndex(); got != lastIndex[i] {
 			t.Fatalf("%s: log last index %d, was %d", n.ID(), got, lastIndex[i])
 		}
 	}
-	if l.voters() != 3 {
-		t.Fatalf("%d voters, want 3", l.voters())
+	if l.meta.voters() != 3 {
+		t.Fatalf("%d voters, want 3", l.meta.voters())
 	}
 	if got := testutil.ToFloat64(l.metrics.peerRefused); got == 0 {
 		t.Fatal("no refused connection counted")
@@ -257,11 +257,11 @@ func TestTLSClusterJoin(t *testing.T) {
 	})
 	eventually(t, 20*time.Second, "the member with key and certificate to become a voter", func() bool {
 		for _, i := range []int{0, 1, 2, friend} {
-			if n := tc.nodes[i]; n.IsLeader() {
+			if n := tc.nodes[i]; n.meta.IsLeader() {
 				l = n
 			}
 		}
-		return l.IsLeader() && l.voters() == 4
+		return l.meta.IsLeader() && l.meta.voters() == 4
 	})
 	if tc.nodes[noKey].Ready() {
 		t.Fatal("a node without the gossip key became ready")
@@ -291,7 +291,7 @@ func TestForgedGossipChangesNothing(t *testing.T) {
 				tc = newTestCluster(t, 3, func(c *Config) { c.GossipKey = key })
 			}
 			_, l := tc.leader(15 * time.Second)
-			before := l.raft.GetConfiguration().Configuration().Servers
+			before := l.meta.raft.GetConfiguration().Configuration().Servers
 
 			// A listener that accepts but is not a member.
 			fake, err := net.Listen("tcp", "127.0.0.1:0")
@@ -323,7 +323,7 @@ func TestForgedGossipChangesNothing(t *testing.T) {
 			})
 			waitRounds(t, l, 3) // rounds that would have acted on the forged members
 			_, l = tc.leader(5 * time.Second)
-			after := l.raft.GetConfiguration().Configuration().Servers
+			after := l.meta.raft.GetConfiguration().Configuration().Servers
 			if fmt.Sprint(after) != fmt.Sprint(before) {
 				t.Fatalf("configuration changed:\nbefore %v\nafter  %v", before, after)
 			}

@@ -70,19 +70,23 @@ func TestStaticShards(t *testing.T) {
 		mustSubmit(t, n, bfAdd(key, "a"))
 	}
 	for _, n := range tc.live() {
-		if n.fsm.Len() != 0 {
-			t.Fatalf("%s: group 0 holds %d filters", n.ID(), n.fsm.Len())
+		if n.meta.fsm.Len() != 0 {
+			t.Fatalf("%s: group 0 holds %d filters", n.ID(), n.meta.fsm.Len())
 		}
 		for s, keys := range perShard {
-			f := n.FSMOf(s)
+			rep, rerr := n.Replica(s)
 			if !slices.Contains(m.Groups[s].Replicas, n.ID()) {
-				if f != nil {
+				if rerr == nil {
 					t.Fatalf("%s holds shard %d, which the map does not place there", n.ID(), s)
 				}
 				continue
 			}
+			if rerr != nil {
+				t.Fatalf("%s: shard %d: %v", n.ID(), s, rerr)
+			}
+			f := rep.FSM()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err := n.ReadBarrierOf(ctx, s, ReadLinearizable)
+			err := rep.ReadBarrier(ctx, ReadLinearizable)
 			cancel()
 			if err != nil {
 				t.Fatalf("%s: read barrier of shard %d: %v", n.ID(), s, err)

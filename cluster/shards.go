@@ -37,9 +37,9 @@ func (n *Node) Shards() []ShardInfo {
 	if m := n.clusterMap(); m != nil {
 		return n.mappedShards(m)
 	}
-	lid, _ := n.Leader()
+	lid, _ := n.meta.Leader()
 	sh := ShardInfo{ID: 0, First: 0, Last: slot.Count - 1, Leader: lid}
-	servers, err := latestServers(n.raft)
+	servers, err := latestServers(n.meta.raft)
 	if err != nil {
 		return []ShardInfo{sh}
 	}

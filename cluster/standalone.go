@@ -20,7 +20,7 @@ func (n *Node) cannotForm() string {
 	if n.cfg.BootstrapExpect > 0 || len(n.cfg.Join) > 0 || len(n.heal.book.get().Peers) > 0 {
 		return ""
 	}
-	if f := n.raft.GetConfiguration(); f.Error() != nil || len(f.Configuration().Servers) > 0 {
+	if f := n.meta.raft.GetConfiguration(); f.Error() != nil || len(f.Configuration().Servers) > 0 {
 		return ""
 	}
 	if n.ml.NumMembers() > 1 {

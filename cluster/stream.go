@@ -232,8 +232,13 @@ func (m *mux) groupConns(id int) chan net.Conn {
 	return m.groups[id]
 }
 
-// openGroup makes the mux take Raft connections for group id > 0.
+// openGroup makes the mux take Raft connections for group id (group 0's
+// come on streamRaft, the others' on streamGroup).
 func (m *mux) openGroup(id int) raftLayer {
+	l := raftLayer{m: m, group: id, done: make(chan struct{}), once: new(sync.Once), live: newConnSet()}
+	if id == 0 {
+		return l
+	}
 	m.groupsMu.Lock()
 	defer m.groupsMu.Unlock()
 	ch, ok := m.groups[id]
@@ -241,7 +246,8 @@ func (m *mux) openGroup(id int) raftLayer {
 		ch = make(chan net.Conn)
 		m.groups[id] = ch
 	}
-	return raftLayer{m: m, group: id, conns: ch, done: make(chan struct{}), once: new(sync.Once)}
+	l.conns = ch
+	return l
 }
 
 // closeGroup stops taking group id's connections.
@@ -302,13 +308,16 @@ func (m *mux) close() error {
 	return err
 }
 
-// raftLayer is the raft.StreamLayer view of the mux, for one group.
+// raftLayer is the raft.StreamLayer view of the mux, for one group. It keeps
+// the connections it hands raft, dialled and accepted, so that closing the
+// group can cut them (group.close).
 type raftLayer struct {
 	m     *mux
 	group int
 	conns chan net.Conn // nil: group 0's, m.raftConns
 	done  chan struct{} // closed by Close of a group > 0
 	once  *sync.Once    // closes done once
+	live  *connSet
 }
 
 var _ raft.StreamLayer = raftLayer{}
@@ -320,7 +329,7 @@ func (l raftLayer) Accept() (net.Conn, error) {
 	}
 	select {
 	case c := <-conns:
-		return c, nil
+		return l.live.add(c), nil
 	case <-l.m.closed:
 		return nil, net.ErrClosed
 	case <-done:
@@ -339,10 +348,72 @@ func (l raftLayer) Close() error {
 	return nil
 }
 
+// closeConns closes every connection the layer handed raft that is still
+// open, and every one it hands out from now on.
+func (l raftLayer) closeConns() {
+	if l.live != nil {
+		l.live.closeAll()
+	}
+}
+
 func (l raftLayer) Addr() net.Addr { return l.m.advertise }
 
 func (l raftLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return l.m.dialGroupStream(ctx, string(addr), streamRaft, l.group)
+	c, err := l.m.dialGroupStream(ctx, string(addr), streamRaft, l.group)
+	if err != nil {
+		return nil, err
+	}
+	return l.live.add(c), nil
+}
+
+// connSet is a set of open connections that can all be closed at once.
+type connSet struct {
+	mu     sync.Mutex
+	conns  map[*trackedConn]struct{}
+	closed bool
+}
+
+func newConnSet() *connSet { return &connSet{conns: map[*trackedConn]struct{}{}} }
+
+// add tracks c until it is closed; once the set is closed, c is closed at once.
+func (s *connSet) add(c net.Conn) net.Conn {
+	tc := &trackedConn{Conn: c, set: s}
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.conns[tc] = struct{}{}
+	}
+	s.mu.Unlock()
+	if closed {
+		c.Close()
+	}
+	return tc
+}
+
+func (s *connSet) closeAll() {
+	s.mu.Lock()
+	s.closed = true
+	conns := s.conns
+	s.conns = map[*trackedConn]struct{}{}
+	s.mu.Unlock()
+	for c := range conns {
+		c.Conn.Close()
+	}
+}
+
+type trackedConn struct {
+	net.Conn
+	set  *connSet
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.set.mu.Lock()
+		delete(c.set.conns, c)
+		c.set.mu.Unlock()
+	})
+	return c.Conn.Close()
 }

@@ -49,7 +49,7 @@ func TestWindowWaitsForLogFormat6(t *testing.T) {
 			}
 		}
 	}
-	if _, ok := l.FSM().KindOf("w"); ok {
+	if _, ok := l.meta.fsm.KindOf("w"); ok {
 		t.Fatal("a refused reserve made a key")
 	}
 	tc.crash(held)
@@ -103,7 +103,7 @@ func TestWindowReplicasAgreeThroughKills(t *testing.T) {
 		}
 		_, l := tc.leader(10 * time.Second)
 		if round == 2 {
-			if err := l.raft.Snapshot().Error(); err != nil {
+			if err := l.meta.raft.Snapshot().Error(); err != nil {
 				t.Fatalf("snapshot: %v", err)
 			}
 		}
@@ -122,19 +122,19 @@ func TestWindowReplicasAgreeThroughKills(t *testing.T) {
 	// Writes stop: the leader's ticks retire every generation on every node.
 	for _, n := range tc.live() {
 		eventually(t, 20*time.Second, "every generation to retire on "+n.ID(), func() bool {
-			card, err := n.FSM().Card("seen")
-			in, _ := n.FSM().Info(fsm.FamilyCF, "coupons")
-			return err == nil && card == 0 && in.Items == 0 && n.FSM().NextDeadline() == 0
+			card, err := n.meta.fsm.Card("seen")
+			in, _ := n.meta.fsm.Info(fsm.FamilyCF, "coupons")
+			return err == nil && card == 0 && in.Items == 0 && n.meta.fsm.NextDeadline() == 0
 		})
 	}
 	// One more write, then every replica at its index holds the same bytes.
 	tc.mustWrite(bfAdd("final", "x"))
 	_, l := tc.leader(10 * time.Second)
-	want := l.FSM().AppliedIndex()
+	want := l.meta.fsm.AppliedIndex()
 	var states [][]byte
 	for _, n := range tc.live() {
-		eventually(t, 10*time.Second, n.ID()+" to apply the last write", func() bool { return n.FSM().AppliedIndex() >= want })
-		states = append(states, fsmState(t, n.FSM()))
+		eventually(t, 10*time.Second, n.ID()+" to apply the last write", func() bool { return n.meta.fsm.AppliedIndex() >= want })
+		states = append(states, fsmState(t, n.meta.fsm))
 	}
 	for i := 1; i < len(states); i++ {
 		if !bytes.Equal(states[0], states[i]) {

@@ -44,7 +44,7 @@ const (
 // apply. A leader writes the highest version every member can read (cluster
 // negotiates it over gossip), so a rolling upgrade never hands an old node an
 // entry it cannot apply.
-const CodecVersion = CodecV8
+const CodecVersion = CodecV9
 
 // Entry codec versions.
 const (
@@ -56,6 +56,7 @@ const (
 	CodecV6 = 6 // windowed filters: field window
 	CodecV7 = 7 // field memory limit
 	CodecV8 = 8 // shards: op SET_MAP
+	CodecV9 = 9 // SET_MAP of map codec 2: replicas a recovery fenced off
 )
 
 // Op is what a Command does.
@@ -92,6 +93,9 @@ func MinCodec(c *Command) byte {
 	}
 	if c.MemLimit != 0 {
 		v = max(v, CodecV7)
+	}
+	if c.Op == OpSetMap && mapNeedsV9(c.Data) {
+		v = max(v, CodecV9)
 	}
 	return v
 }

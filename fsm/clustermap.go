@@ -40,14 +40,22 @@ type MapGroup struct {
 	Creator string
 	// Created is set once the group has been bootstrapped and leads.
 	Created bool
+	// Fenced are the nodes whose replica of the shard a recovery cut off
+	// (rookery recover --shard): they hold state the shard may lack, so they
+	// may never hold it again until their copy is gone. Sorted; never one of
+	// Replicas. Written from map codec 2 (log format 9) on.
+	Fenced []string
 }
 
 // Limits of a map, checked on decode.
 const (
-	mapCodecVersion = 1
+	mapCodecV1      = 1
+	mapCodecV2      = 2 // MapGroup.Fenced
+	mapCodecVersion = mapCodecV2
 	maxMapReplicas  = 15
 	maxNodeID       = 255
 	maxDraining     = 1024
+	maxFenced       = 64
 )
 
 // ErrBadMap reports a map that is malformed or inconsistent.
@@ -79,6 +87,7 @@ func (m *Map) Clone() *Map {
 	c.Groups = make([]MapGroup, len(m.Groups))
 	for i, g := range m.Groups {
 		g.Replicas = slices.Clone(g.Replicas)
+		g.Fenced = slices.Clone(g.Fenced)
 		c.Groups[i] = g
 	}
 	c.Draining = slices.Clone(m.Draining)
@@ -124,6 +133,17 @@ func (m *Map) Check() error {
 				return bad("shard %d creator: %v", i, err)
 			}
 		}
+		if len(g.Fenced) > maxFenced || !slices.IsSorted(g.Fenced) {
+			return bad("shard %d: fenced list not sorted or too long", i)
+		}
+		for j, f := range g.Fenced {
+			if err := checkNodeID(f); err != nil {
+				return bad("shard %d fenced: %v", i, err)
+			}
+			if j > 0 && g.Fenced[j-1] == f || slices.Contains(g.Replicas, f) {
+				return bad("shard %d fences %s twice, or fences a replica", i, f)
+			}
+		}
 	}
 	if next != slot.Count {
 		return bad("the shards' slots end at %d", next-1)
@@ -146,9 +166,15 @@ func checkNodeID(id string) error {
 	return nil
 }
 
-// EncodeMap encodes m (any map; Check it before proposing it).
+// EncodeMap encodes m (any map; Check it before proposing it). A map
+// without fences is written in map codec 1, which every build since shards
+// reads; fences need codec 2 (log format 9, MinCodec).
 func EncodeMap(m *Map) []byte {
-	b := []byte{mapCodecVersion}
+	v := byte(mapCodecV1)
+	if m.fenced() {
+		v = mapCodecV2
+	}
+	b := []byte{v}
 	b = binary.AppendUvarint(b, m.Version)
 	b = binary.AppendUvarint(b, uint64(m.Replicas))
 	b = binary.AppendUvarint(b, uint64(len(m.Groups)))
@@ -166,6 +192,12 @@ func EncodeMap(m *Map) []byte {
 		} else {
 			b = append(b, 0)
 		}
+		if v >= mapCodecV2 {
+			b = binary.AppendUvarint(b, uint64(len(g.Fenced)))
+			for _, f := range g.Fenced {
+				b = appendString(b, f)
+			}
+		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(m.Draining)))
 	for _, d := range m.Draining {
@@ -174,11 +206,25 @@ func EncodeMap(m *Map) []byte {
 	return b
 }
 
+// fenced reports whether any shard of m fences a node.
+func (m *Map) fenced() bool {
+	for _, g := range m.Groups {
+		if len(g.Fenced) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// mapNeedsV9 reports whether an encoded map needs log format 9 (map codec 2).
+func mapNeedsV9(b []byte) bool { return len(b) > 0 && b[0] >= mapCodecV2 }
+
 // DecodeMap decodes and checks a map.
 func DecodeMap(b []byte) (*Map, error) {
 	r := wire.NewReader(b, ErrBadMap)
-	if v := r.Byte(); r.Err() == nil && v != mapCodecVersion {
-		return nil, errdetail.New(ErrBadMap, "map codec version %d, this build reads %d", v, mapCodecVersion)
+	v := r.Byte()
+	if r.Err() == nil && (v < mapCodecV1 || v > mapCodecVersion) {
+		return nil, errdetail.New(ErrBadMap, "map codec version %d, this build reads 1 to %d", v, mapCodecVersion)
 	}
 	m := &Map{Version: r.Uvarint(), Replicas: int(min(r.Uvarint(), maxMapReplicas+1))}
 	n := r.Count()
@@ -203,6 +249,16 @@ func DecodeMap(b []byte) (*Map, error) {
 			g.Created = true
 		default:
 			r.Fail("bad created flag")
+		}
+		if v >= mapCodecV2 {
+			nf := r.Count()
+			if nf > maxFenced {
+				r.Fail("too many fenced nodes")
+				break
+			}
+			for j := 0; j < nf && r.Err() == nil; j++ {
+				g.Fenced = append(g.Fenced, str())
+			}
 		}
 		m.Groups = append(m.Groups, g)
 	}

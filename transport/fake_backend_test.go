@@ -154,21 +154,24 @@ func (b *fakeBackend) Shards() []cluster.ShardInfo {
 	}}}
 }
 
-// The fake is a cluster without a map: one shard, here, nothing routed.
-func (b *fakeBackend) ShardCount() int                                  { return 0 }
-func (b *fakeBackend) ShardOf(string) int                               { return 0 }
-func (b *fakeBackend) Hosts(s int) bool                                 { return s == 0 }
-func (b *fakeBackend) FSMOf(int) *fsm.FSM                               { return b.fsm }
-func (b *fakeBackend) LocalFSMs() []*fsm.FSM                            { return []*fsm.FSM{b.fsm} }
-func (b *fakeBackend) SubmitTo(_ int, cmd *fsm.Command) *cluster.Future { return b.Submit(cmd) }
-func (b *fakeBackend) ReadBarrierOf(ctx context.Context, _ int, level cluster.ReadLevel) error {
-	return b.ReadBarrier(ctx, level)
+// The fake is a cluster of one group: one shard, here, nothing routed; the
+// fake is its own replica of it.
+func (b *fakeBackend) ShardCount() int    { return 1 }
+func (b *fakeBackend) Sharded() bool      { return false }
+func (b *fakeBackend) ShardOf(string) int { return 0 }
+func (b *fakeBackend) Shard() int         { return 0 }
+func (b *fakeBackend) Replicas() []Replica {
+	return []Replica{b}
 }
-func (b *fakeBackend) OpenBackupOf(ctx context.Context, _ int, stale bool) (*cluster.Backup, error) {
-	return b.OpenBackup(ctx, stale)
+func (b *fakeBackend) Replica(s int) (Replica, error) {
+	if s != 0 {
+		return nil, cluster.ErrNotHosted
+	}
+	return b, nil
 }
-func (b *fakeBackend) RestoreBackupOf(ctx context.Context, _ int, r io.Reader, size int64) (*cluster.Restored, error) {
-	return b.RestoreBackup(ctx, r, size)
+func (b *fakeBackend) Memory() cluster.MemoryUse {
+	used := b.fsm.MemoryBytes()
+	return cluster.MemoryUse{Used: used, Shards: map[int]uint64{0: used}}
 }
 func (b *fakeBackend) Forward(context.Context, int, [][]byte, int, bool) ([]byte, error) {
 	return nil, cluster.ErrNotHosted

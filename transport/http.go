@@ -156,11 +156,12 @@ type filterJSON struct {
 
 // filters lists the node's filters from its local state.
 func (h *HTTPServer) filters(w http.ResponseWriter, r *http.Request) {
-	list := h.be.FSM().List()
-	out := make([]filterJSON, len(list))
-	for i, in := range list {
-		out[i] = filterJSON{Name: in.Key, Kind: in.Kind.String(), Items: in.Items,
-			Capacity: in.Capacity, Memory: in.Size, EstimatedFPP: in.EstimatedFPP}
+	out := []filterJSON{}
+	for _, r := range h.be.Replicas() {
+		for _, in := range r.FSM().List() {
+			out = append(out, filterJSON{Name: in.Key, Kind: in.Kind.String(), Items: in.Items,
+				Capacity: in.Capacity, Memory: in.Size, EstimatedFPP: in.EstimatedFPP})
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -86,25 +86,15 @@ func (h *HTTPServer) saveBackup(w http.ResponseWriter, r *http.Request) {
 		b, err := strconv.ParseBool(v)
 		stale = v == "" || (err == nil && b)
 	}
-	shard, sharded, ok := h.shardParam(w, r)
+	shard, ok := h.shardParam(w, r)
 	if !ok {
 		return
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Now().Add(backupPrepare))
-	var b *cluster.Backup
-	var err error
-	if sharded {
-		b, err = h.be.OpenBackupOf(r.Context(), shard, stale)
-	} else {
-		b, err = h.be.OpenBackup(r.Context(), stale)
-	}
-	if sharded && (errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNotHosted)) {
+	b, err := onReplica(h, shard, func(rep Replica) (*cluster.Backup, error) { return rep.OpenBackup(r.Context(), stale) })
+	if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNotHosted) {
 		h.redirectToShardLeader(w, r, shard)
-		return
-	}
-	if errors.Is(err, cluster.ErrNotLeader) {
-		h.redirectToLeader(w, r)
 		return
 	}
 	if err != nil {
@@ -136,25 +126,17 @@ func (h *HTTPServer) restoreBackup(w http.ResponseWriter, r *http.Request) {
 	// The upload and the restore may take longer than any fixed limit: reads
 	// push their own deadline out, and the reply gets a fresh one below.
 	_ = rc.SetWriteDeadline(time.Time{})
-	shard, sharded, ok := h.shardParam(w, r)
+	shard, ok := h.shardParam(w, r)
 	if !ok {
 		return
 	}
 	body := &deadlineReader{r: r.Body, rc: rc}
-	var res *cluster.Restored
-	var err error
-	if sharded {
-		res, err = h.be.RestoreBackupOf(r.Context(), shard, body, r.ContentLength)
-	} else {
-		res, err = h.be.RestoreBackup(r.Context(), body, r.ContentLength)
-	}
+	res, err := onReplica(h, shard, func(rep Replica) (*cluster.Restored, error) {
+		return rep.RestoreBackup(r.Context(), body, r.ContentLength)
+	})
 	_ = rc.SetWriteDeadline(time.Now().Add(backupIdle))
-	if sharded && (errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNotHosted)) {
+	if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNotHosted) {
 		h.redirectToShardLeader(w, r, shard)
-		return
-	}
-	if errors.Is(err, cluster.ErrNotLeader) {
-		h.redirectToLeader(w, r)
 		return
 	}
 	if err != nil {
@@ -173,31 +155,45 @@ func (h *HTTPServer) restoreBackup(w http.ResponseWriter, r *http.Request) {
 		Filters: len(res.State.Filters), Memory: res.State.MemoryBytes, FileBytes: res.FileBytes})
 }
 
-// shardParam reads ?shard=S: whether the request names a shard of a sharded
-// cluster, and which. A sharded cluster's routes need one (each shard is
-// backed up on its own); a cluster of one group takes none, or shard 0.
-func (h *HTTPServer) shardParam(w http.ResponseWriter, r *http.Request) (shard int, sharded, ok bool) {
+// shardParam reads ?shard=S. A cluster of several shards needs one (each
+// shard is backed up on its own); a cluster of one shard takes none, or 0.
+func (h *HTTPServer) shardParam(w http.ResponseWriter, r *http.Request) (shard int, ok bool) {
 	n := h.be.ShardCount()
 	q := r.URL.Query()
 	if !q.Has("shard") {
-		if n > 0 {
+		if n > 1 {
 			writeJSON(w, http.StatusConflict, map[string]string{"error": fmt.Sprintf(
 				"the cluster has %d shards: back each up with ?shard=0 to %d (rookery snapshot save and restore do)", n, n-1)})
-			return 0, false, false
+			return 0, false
 		}
-		return 0, false, true
+		return 0, true
 	}
 	s, err := strconv.Atoi(q.Get("shard"))
-	if err != nil || s < 0 || s >= max(n, 1) {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("bad shard %q: the cluster has %d", q.Get("shard"), max(n, 1))})
-		return 0, false, false
+	if err != nil || s < 0 || s >= n {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("bad shard %q: the cluster has %d", q.Get("shard"), n)})
+		return 0, false
 	}
-	return s, n > 0, true
+	return s, true
+}
+
+// onReplica runs f on this node's replica of shard s (cluster.ErrNotHosted
+// when it holds none).
+func onReplica[T any](h *HTTPServer, s int, f func(Replica) (T, error)) (T, error) {
+	rep, err := h.be.Replica(s)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return f(rep)
 }
 
 // redirectToShardLeader sends the client to the same path on the HTTP address
-// of shard s's leader.
+// of shard s's leader (of the cluster's leader when it has one group).
 func (h *HTTPServer) redirectToShardLeader(w http.ResponseWriter, r *http.Request, s int) {
+	if !h.be.Sharded() {
+		h.redirectToLeader(w, r)
+		return
+	}
 	leader := ""
 	for _, sh := range h.be.Shards() {
 		if sh.ID == s {

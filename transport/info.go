@@ -2,13 +2,13 @@ package transport
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/rookerydb/rookery/fsm"
 )
 
 // INFO, in Redis 7.2's format: "# Section" headers, "field:value" lines ending
@@ -64,8 +64,8 @@ func parseInfo(s *Server, args [][]byte) (op, error) {
 	want, all := infoWant(args)
 	return localOp(func(c *session, w *reply) {
 		var ks *keyspaceCount
-		if c.conn != nil && c.conn.scoped {
-			ks = s.shardKeyspace(c.conn.scope)
+		if c.conn != nil && c.conn.scope != nil {
+			ks = shardKeyspace(c.conn.scope)
 		}
 		w.verbatim(s.info(want, all, ks))
 	}), nil
@@ -180,6 +180,13 @@ func (s *Server) infoMemory(b *infoBuf) {
 	b.field("used_memory_peak_human", humanBytes(peak))
 	b.field("used_memory_peak_perc", percent(used, peak))
 	b.field("used_memory_dataset", used)
+	mu := s.be.Memory()
+	b.field("rookery_memory_reserved", mu.Reserved)
+	// Each shard replica's share of used_memory, a number per field as
+	// exporters read them.
+	for _, sh := range slices.Sorted(maps.Keys(mu.Shards)) {
+		b.field(fmt.Sprintf("rookery_shard%d_memory", sh), mu.Shards[sh])
+	}
 	if total := s.cfg.SystemMemory; total > 0 {
 		b.field("total_system_memory", total)
 		b.field("total_system_memory_human", humanBytes(total))
@@ -284,12 +291,9 @@ func (s *Server) infoKeyspace(b *infoBuf) {
 	}
 }
 
-// shardKeyspace counts shard sh's replica here (nothing if not held).
-func (s *Server) shardKeyspace(sh int) *keyspaceCount {
-	f := s.be.FSMOf(sh)
-	if f == nil {
-		return &keyspaceCount{}
-	}
+// shardKeyspace counts one shard's replica here.
+func shardKeyspace(rep Replica) *keyspaceCount {
+	f := rep.FSM()
 	return &keyspaceCount{keys: uint64(f.Len()), expires: uint64(f.Expires())}
 }
 
@@ -297,11 +301,8 @@ func (s *Server) shardKeyspace(sh int) *keyspaceCount {
 // and how many this node's state machines have removed by expiry since it
 // started (INFO stats expired_keys): every shard's it holds, when sharded.
 func (s *Server) expiryCounts() (expires, expired uint64) {
-	fs := []*fsm.FSM{s.be.FSM()}
-	if s.be.ShardCount() > 0 {
-		fs = s.be.LocalFSMs()
-	}
-	for _, f := range fs {
+	for _, r := range s.be.Replicas() {
+		f := r.FSM()
 		expires += uint64(f.Expires())
 		expired += f.ExpiredKeys()
 	}

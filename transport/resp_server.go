@@ -166,7 +166,7 @@ func (s *Server) accept(nc net.Conn) {
 // sends something: the reader's buffer comes with the first read, redcon's
 // writer buffer with the first reply.
 func (s *Server) newConn(nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, wr: redcon.NewWriter(nc), created: time.Now(), fd: socketFD(nc), shard: -1, barrierShard: -1,
+	c := &conn{s: s, nc: nc, wr: redcon.NewWriter(nc), created: time.Now(), fd: socketFD(nc),
 		raddr: nc.RemoteAddr().String(), laddr: nc.LocalAddr().String(),
 		sess: session{id: s.nextID.Add(1), proto: 2, level: s.cfg.DefaultReadLevel}}
 	c.sess.conn = c
@@ -254,18 +254,18 @@ type conn struct {
 	out     []byte    // replies of the current batch, in request order
 	pending []pending // replies that cannot be written yet
 
-	// Sharded clusters (route.go): scoped marks a connection that runs
-	// commands forwarded here for shard scope alone; shard is the shard the
-	// op being served runs on here (-1: node-wide).
-	scoped bool
-	scope  int
-	shard  int
+	// Shards (route.go): scope, when set, is the replica a connection that
+	// runs commands forwarded from another node serves them on alone; rep is
+	// the replica the op being served runs on here (nil: node-wide, every
+	// replica the node holds).
+	scope Replica
+	rep   Replica
 
 	// The read barrier shared by a run of reads: valid until the connection
-	// submits a write or the batch ends, for one shard (barrierShard).
+	// submits a write or the batch ends, for one replica (barrierRep).
 	barrierDone  bool
 	barrierLevel cluster.ReadLevel
-	barrierShard int
+	barrierRep   Replica
 	barrierErr   error
 }
 
@@ -550,11 +550,11 @@ func (c *conn) drain() {
 	c.pending = c.pending[:0]
 }
 
-// submit queues a write: to the shard it runs on here (route.go), else as
-// the node routes it.
+// submit queues a write: to the replica it runs on here (route.go), else
+// as the node routes it by key.
 func (c *conn) submit(cmd *fsm.Command) *cluster.Future {
-	if c.shard >= 0 {
-		return c.s.be.SubmitTo(c.shard, cmd)
+	if c.rep != nil {
+		return c.rep.Submit(cmd)
 	}
 	return c.s.be.Submit(cmd)
 }
@@ -566,34 +566,44 @@ func (c *conn) submit(cmd *fsm.Command) *cluster.Future {
 func (c *conn) checkChunk(cmd *fsm.Command) *fsm.Result {
 	c.drain() // this connection's earlier writes first
 	c.barrierDone = false
-	f := c.s.be.FSM()
-	if c.shard >= 0 {
-		if f = c.s.be.FSMOf(c.shard); f == nil {
+	rep := c.rep
+	if rep == nil {
+		r, err := c.s.be.Replica(c.s.be.ShardOf(cmd.Key))
+		if err != nil {
 			return nil
 		}
-		if err := c.s.be.ReadBarrierOf(c.s.ctx, c.shard, cluster.ReadLinearizable); err != nil {
-			return nil
-		}
-	} else if err := c.s.be.ReadBarrier(c.s.ctx, cluster.ReadLinearizable); err != nil {
+		rep = r
+	}
+	if err := rep.ReadBarrier(c.s.ctx, cluster.ReadLinearizable); err != nil {
 		return nil
 	}
-	if err := f.CheckLoadChunk(cmd); err != nil {
+	if err := rep.FSM().CheckLoadChunk(cmd); err != nil {
 		return &fsm.Result{Err: err}
+	}
+	return nil
+}
+
+// barrier takes the read barrier of what a read runs against: its replica,
+// or for a node-wide read every replica the node holds.
+func (c *conn) barrier() error {
+	if c.rep != nil {
+		return c.rep.ReadBarrier(c.s.ctx, c.sess.level)
+	}
+	for _, r := range c.s.be.Replicas() {
+		if err := r.ReadBarrier(c.s.ctx, c.sess.level); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 // read serves a read after the run's read barrier.
 func (c *conn) read(o op, start time.Time) {
-	if !c.barrierDone || c.barrierLevel != c.sess.level || c.barrierShard != c.shard {
+	if !c.barrierDone || c.barrierLevel != c.sess.level || c.barrierRep != c.rep {
 		// The backend bounds the wait itself; most barriers pass at once, and a
 		// context with a deadline per read would cost a timer each.
-		if c.shard >= 0 {
-			c.barrierErr = c.s.be.ReadBarrierOf(c.s.ctx, c.shard, c.sess.level)
-		} else {
-			c.barrierErr = c.s.be.ReadBarrier(c.s.ctx, c.sess.level)
-		}
-		c.barrierDone, c.barrierLevel, c.barrierShard = true, c.sess.level, c.shard
+		c.barrierErr = c.barrier()
+		c.barrierDone, c.barrierLevel, c.barrierRep = true, c.sess.level, c.rep
 	}
 	w := reply{b: c.out, proto: c.sess.proto}
 	if c.barrierErr != nil {
@@ -602,13 +612,7 @@ func (c *conn) read(o op, start time.Time) {
 		c.out = w.b
 		return
 	}
-	q, err := c.queriesFor()
-	if err != nil {
-		w.fail(readErr(err))
-		c.s.observe(o.name, o.def, "unavailable", start, false)
-		c.out = w.b
-		return
-	}
+	q := c.queriesFor()
 	if f, one := q.(*fsm.FSM); !one || c.q == nil || c.q.queries != queries(f) {
 		c.q = &countingQueries{queries: q, ss: &c.s.stats}
 	}

@@ -2,7 +2,6 @@ package transport
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -87,21 +86,29 @@ func (s *Server) innerName(def *command, args [][]byte) string {
 }
 
 // route serves op o of args if it is not this node's to serve as one shard's
-// command here, and reports whether it did; otherwise it sets c.shard to the
-// shard the op runs on here (-1: none, a node-wide command).
+// command here, and reports whether it did; otherwise it sets c.rep to the
+// replica the op runs on here (nil: none, a node-wide command).
 func (c *conn) route(o op, args [][]byte, start time.Time) bool {
-	c.shard = -1
-	if o.name == "info" && !c.scoped && c.s.be.ShardCount() > 0 {
+	c.rep = nil
+	if c.scope != nil {
+		c.rep = c.scope // forwarded here for one shard: it runs here
+		return false
+	}
+	if rep := c.onlyShard(); rep != nil {
+		// One shard, held here (a cluster of one group on every node):
+		// everything runs on it, as without shards.
+		if o.def != nil && o.kind != opLocal {
+			c.rep = rep
+		}
+		return false
+	}
+	if o.name == "info" {
 		if want, all := infoWant(args); all || want["keyspace"] {
 			c.infoFanOut(o, want, all, start)
 			return true
 		}
 	}
-	if o.def == nil || o.kind == opLocal || c.s.be.ShardCount() == 0 {
-		return false
-	}
-	if c.scoped {
-		c.shard = c.scope // forwarded here for one shard: it runs here
+	if o.def == nil || o.kind == opLocal {
 		return false
 	}
 	name := c.s.innerName(o.def, args)
@@ -129,13 +136,26 @@ func (c *conn) route(o op, args [][]byte, start time.Time) bool {
 		return true
 	}
 	for sh := range shards {
-		if c.s.be.Hosts(sh) {
-			c.shard = sh
+		if rep, err := c.s.be.Replica(sh); err == nil {
+			c.rep = rep
 			return false
 		}
 		c.forward(o, sh, args, start)
 	}
 	return true
+}
+
+// onlyShard is the replica of a cluster's only shard when this node holds
+// it, else nil.
+func (c *conn) onlyShard() Replica {
+	if c.s.be.ShardCount() != 1 {
+		return nil
+	}
+	rep, err := c.s.be.Replica(0)
+	if err != nil {
+		return nil
+	}
+	return rep
 }
 
 // answer writes a reply rendered here, after the connection's earlier writes.
@@ -170,8 +190,8 @@ func (c *conn) onShard(sh int, args [][]byte) ([]byte, error) {
 
 // onShardProto is onShard with the reply in RESP version proto.
 func (c *conn) onShardProto(sh int, args [][]byte, proto int) ([]byte, error) {
-	if c.s.be.Hosts(sh) {
-		return c.s.ExecShard(c.s.ctx, sh, args, proto, c.sess.level == cluster.ReadStale), nil
+	if rep, err := c.s.be.Replica(sh); err == nil {
+		return c.s.ExecShard(c.s.ctx, rep, args, proto, c.sess.level == cluster.ReadStale), nil
 	}
 	ctx, cancel := context.WithTimeout(c.s.ctx, c.s.cfg.RequestTimeout)
 	defer cancel()
@@ -327,34 +347,33 @@ func combineScan(w *reply, rs []respValue) {
 // ExecShard runs a command against this node's replica of shard sh, as a
 // client of this node would (authenticated: it came from a node), and returns
 // its reply: what a command forwarded here for that shard gets.
-func (s *Server) ExecShard(ctx context.Context, sh int, args [][]byte, proto int, readStale bool) []byte {
+func (s *Server) ExecShard(ctx context.Context, rep Replica, args [][]byte, proto int, readStale bool) []byte {
 	level := cluster.ReadLinearizable
 	if readStale {
 		level = cluster.ReadStale
 	}
-	c := &conn{s: s, scoped: true, scope: sh, shard: -1, sess: session{proto: proto, authed: true, level: level}}
+	c := &conn{s: s, scope: rep, sess: session{proto: proto, authed: true, level: level}}
 	c.sess.conn = c // INFO asks its connection which shard it runs for
 	c.exec([][][]byte{args})
 	return c.out
 }
 
-// queriesFor is what a read of op runs against: shard c.shard's state here,
-// or, for a node-wide read, every shard's this node holds.
-func (c *conn) queriesFor() (queries, error) {
-	if c.s.be.ShardCount() == 0 {
-		return c.s.be.FSM(), nil
+// queriesFor is what a read of op runs against: its replica's state here,
+// or, for a node-wide read, every replica's this node holds.
+func (c *conn) queriesFor() queries {
+	if c.rep != nil {
+		return c.rep.FSM()
 	}
-	if c.shard < 0 {
-		return multiQueries(c.s.be.LocalFSMs()), nil
+	reps := c.s.be.Replicas()
+	if len(reps) == 1 {
+		return reps[0].FSM()
 	}
-	f := c.s.be.FSMOf(c.shard)
-	if f == nil {
-		return nil, errNotHere
+	fs := make([]*fsm.FSM, len(reps))
+	for i, r := range reps {
+		fs[i] = r.FSM()
 	}
-	return f, nil
+	return multiQueries(fs)
 }
-
-var errNotHere = errors.New("this node no longer holds that shard")
 
 // multiQueries reads the state of several shards as one, for node-wide reads
 // (INFO, MEMORY STATS): keyed queries go to the shard that has the key.

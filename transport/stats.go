@@ -175,7 +175,7 @@ func (s *Server) notePeakMemory() uint64 {
 	if s.be == nil {
 		return 0
 	}
-	used := s.be.FSM().MemoryBytes()
+	used := s.be.Memory().Used
 	for {
 		p := s.stats.peakMemory.Load()
 		if used <= p || s.stats.peakMemory.CompareAndSwap(p, used) {

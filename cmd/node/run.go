@@ -25,8 +25,13 @@ import (
 // version is reported by HELLO and INFO; release builds set it with -ldflags.
 var version = "0.1.0-dev"
 
-// shutdownTimeout bounds a clean shutdown (leadership transfer, leave).
-const shutdownTimeout = 10 * time.Second
+// shutdownTimeout bounds a clean shutdown (leadership transfers);
+// leaveTimeout one that leaves the cluster for good (--leave-on-terminate),
+// which first has the cluster re-create this node's shard replicas elsewhere.
+const (
+	shutdownTimeout = 10 * time.Second
+	leaveTimeout    = 30 * time.Second
+)
 
 // run starts a node from args and the environment and serves until ctx ends or
 // the node leaves the cluster.
@@ -133,9 +138,12 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	if faults != nil {
 		tcfg.Routes = faultRoutes(faults, self)
 	}
-	resp := transport.New(tcfg, node)
-	node.SetCommandHandler(resp.ExecShard)
-	web := transport.NewHTTP(tcfg, node)
+	be := backend{node}
+	resp := transport.New(tcfg, be)
+	node.SetCommandHandler(func(ctx context.Context, rep *cluster.Replica, args [][]byte, proto int, stale bool) []byte {
+		return resp.ExecShard(ctx, rep, args, proto, stale)
+	})
+	web := transport.NewHTTP(tcfg, be)
 	errc := make(chan error, 2)
 	go func() { errc <- resp.Serve(respServe) }()
 	go func() { errc <- web.Serve(httpServe) }()
@@ -153,7 +161,11 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		logger.Error("server stopped", "err", serveErr)
 	}
 
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	stop := shutdownTimeout
+	if o.leaveOnTerminate {
+		stop = leaveTimeout
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), stop)
 	defer cancel()
 	// Stop taking requests, then hand leadership over (or leave), then stop
 	// answering health checks.
@@ -164,6 +176,27 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// backend is the node as transport sees it: its replica handles as
+// transport's interface.
+type backend struct{ *cluster.Node }
+
+func (b backend) Replica(s int) (transport.Replica, error) {
+	r, err := b.Node.Replica(s)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (b backend) Replicas() []transport.Replica {
+	rs := b.Node.Replicas()
+	out := make([]transport.Replica, len(rs))
+	for i, r := range rs {
+		out[i] = r
+	}
+	return out
 }
 
 // startNode is cluster.New, given up when ctx ends first: a node still

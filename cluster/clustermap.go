@@ -87,7 +87,7 @@ func (n *Node) loadMap() error {
 		return nil
 	}
 	n.cmap.Store(m)
-	n.keptMap = m.Version
+	n.keptMap, n.keptMapAtStart = m.Version, m.Version
 	return nil
 }
 
@@ -143,7 +143,10 @@ func (n *Node) leads() []int {
 
 // leadershipChanged wakes the shard loop, which gossips which groups this
 // node leads now (others route to a shard's leader by it).
-func (n *Node) leadershipChanged() { n.kickShards() }
+func (n *Node) leadershipChanged() {
+	n.kickShards()
+	n.kickReport()
+}
 
 // gossipLeads gossips the groups this node leads when they changed (the
 // shard loop calls it).

@@ -39,6 +39,9 @@ type controlView struct {
 	DeadAfter time.Duration // --dead-server-timeout
 	Shards    []shardObs    // by shard
 	MaxMoving int
+	// Holding is, for each node with a fresh report, the groups a fence
+	// keeps it off that it still holds files of (fence.go).
+	Holding map[string][]int
 }
 
 // planMap decides the map's next version, nil when it stays as it is:
@@ -52,11 +55,13 @@ type controlView struct {
 //   - a node stopping to restart, or dead for less than the timeout, keeps
 //     its replicas but takes no new one, and leads nothing;
 //   - a shard whose live replicas have not yet reached the map (a change in
-//     flight) is not changed again, and at most MaxMoving shards move at once.
+//     flight) is not changed again, and at most MaxMoving shards move at once;
+//   - a fence (a replica a recovery cut off) is lifted once its node left, or
+//     reports it holds no files of the shard any more.
 func planMap(v controlView) *fsm.Map {
 	m := v.Map
 	next := m.Clone()
-	changed := false
+	changed := liftFences(next, v.Live, v.Holding)
 	pv := placementView{Replicas: m.Replicas, MaxMoving: v.MaxMoving, Gone: map[string]bool{}, Left: map[string]bool{},
 		Moving: map[int]bool{}, Fenced: map[int][]string{}}
 	for id, l := range v.Live {
@@ -145,6 +150,13 @@ func (n *Node) observeControl(m *fsm.Map) controlView {
 	for s := range m.Groups {
 		if id, gr, ok := groupLeader(tab, groupOf(m, s)); ok {
 			v.Shards[s] = shardObs{Leader: id, Voters: gr.Voters, Nonvoters: gr.Nonvoters}
+		}
+	}
+	v.Holding = map[string][]int{}
+	now := time.Now()
+	for id, rc := range tab {
+		if now.Sub(rc.at) <= reportFresh {
+			v.Holding[id] = rc.r.Fenced
 		}
 	}
 	return v

@@ -193,6 +193,24 @@ func TestPlanMap(t *testing.T) {
 			t.Fatalf("shard 0 healed to %v, want three replicas off n4 and n7", g.Replicas)
 		}
 	})
+	t.Run("a fence lifts once its node holds nothing of the shard, or left", func(t *testing.T) {
+		m := mapOf(3, true, []string{"n1", "n2", "n3"})
+		m.Groups[0].Fenced = []string{"n4", "n5", "n6"}
+		live := liveSet("n1", "n2", "n3", "n4", "n5")
+		live["n6"] = nodeLiveness{State: liveLeft}
+		v := controlView{Map: m, Self: "n1", Live: live, DeadAfter: timeout, MaxMoving: 2,
+			Shards: []shardObs{led("n1", "n1", "n2", "n3")},
+			// n4 still holds shard 0's files; n5 reports it holds none.
+			Holding: map[string][]int{"n4": {1}, "n5": nil}}
+		next := planMap(v)
+		if next == nil || !slices.Equal(next.Groups[0].Fenced, []string{"n4"}) {
+			t.Fatalf("fences after: %+v", next)
+		}
+		v.Holding = map[string][]int{}
+		if next := planMap(v); next == nil || !slices.Equal(next.Groups[0].Fenced, []string{"n4", "n5"}) {
+			t.Fatalf("a node that has not reported keeps its fence: %+v", next)
+		}
+	})
 	t.Run("an uncreated shard waits for its creator", func(t *testing.T) {
 		m := mapOf(3, false, []string{"n1", "n2", "n3"})
 		live := liveSet("n1", "n2", "n4")

@@ -279,12 +279,12 @@ func (n *Node) diskWatch() {
 		case <-changed:
 			changed = n.disk.changes()
 			if n.ml != nil {
-				n.delegate.set(n.localMeta())
-				if err := n.ml.UpdateNode(time.Second); err != nil {
-					n.log.Warn("gossip the disk's state", "err", err)
-				}
+				n.regossip()
 			}
 		case <-n.stop:
+			return
+		}
+		if n.closing() {
 			return
 		}
 		if n.disk.refuse() != nil {

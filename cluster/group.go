@@ -37,7 +37,7 @@ type group struct {
 	raft  *raft.Raft
 	store *raftboltdb.BoltStore
 	logs  raft.LogStore // the store behind a cache of recent entries
-	trans *raft.NetworkTransport
+	trans *pipelinedTransport
 
 	startIndex uint64 // last log index when the group started
 
@@ -140,6 +140,7 @@ func (g *group) close() error {
 		g.downOnce.Do(func() { close(g.raftDown) })
 		if g.trans != nil {
 			errs = append(errs, g.trans.Close())
+			g.trans.closePipelines()
 		}
 		g.layer.closeConns()
 		if down != nil {
@@ -210,12 +211,12 @@ func (g *group) startRaft(layer raft.StreamLayer) error {
 	}
 	logs := guardedLogs{LogStore: cache, snaps: snaps}
 	g.logs = logs
-	g.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	g.trans = newPipelinedTransport(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: 4,
 		Timeout: 5 * time.Second,
 		Logger:  newHCLogger("raft-net", cfg.Logger),
-	})
+	}))
 	last, err := store.LastIndex()
 	if err != nil {
 		return fmt.Errorf("read log store: %w", err)

@@ -245,6 +245,9 @@ func (n *Node) setRemoved(why string) {
 func (n *Node) regossip() {
 	n.regossipMu.Lock()
 	defer n.regossipMu.Unlock()
+	if n.closing() {
+		return // gossip is shut down: UpdateNode would wait out its timeout
+	}
 	n.delegate.set(n.localMeta())
 	if err := n.ml.UpdateNode(time.Second); err != nil {
 		n.log.Debug("gossip metadata", "err", err)

@@ -20,6 +20,7 @@ import (
 // leadership of every group it leads, all at once, and closes them. A restart
 // on the same data directory rejoins as the same member.
 func (n *Node) Shutdown(ctx context.Context) error {
+	start := time.Now()
 	if n.cfg.LeaveOnTerminate {
 		if err := n.Leave(ctx); err != nil {
 			n.log.Warn("leave on terminate", "err", err)
@@ -29,7 +30,10 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.pushReportNow(ctx)
 		n.handOverAll(ctx, "shutdown")
 	}
-	return n.closeAll()
+	handed := time.Since(start)
+	err := n.closeAll()
+	n.log.Info("stopped", "handed_over_after", handed.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
+	return err
 }
 
 // handOverAll hands the leadership of every group this node leads to another
@@ -76,6 +80,10 @@ func (g *group) handOver(ctx context.Context) error {
 func (n *Node) closeAll() error {
 	var errs []error
 	n.stopOnce.Do(func() { close(n.stop) })
+	// The node's loops first: one may be in the middle of a gossip update or
+	// a raft call, which ends at once while gossip and the groups are up (a
+	// gossip update sent after gossip shut down waits out its timeout).
+	n.wg.Wait()
 	if n.ml != nil {
 		// Shutdown, not Leave: the others see this node fail, not depart, and keep
 		// it in the configuration.
@@ -107,7 +115,6 @@ func (n *Node) closeAll() error {
 		p.close()
 	}
 	n.peersMu.Unlock()
-	n.wg.Wait()
 	return errors.Join(errs...)
 }
 

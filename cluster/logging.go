@@ -34,12 +34,23 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 		if i := strings.Index(s, "]"); i >= 0 && strings.HasPrefix(s, "[") {
 			s = strings.TrimSpace(s[i+1:])
 		}
+		if lvl > slog.LevelDebug && ownClose(s) {
+			// This node closed the connection itself (a group closing, the
+			// node stopping): nothing an operator need look at.
+			lvl = slog.LevelDebug
+		}
 		w.log.Log(context.Background(), lvl, s)
 	}
 	return len(p), nil
 }
 
 var _ io.Writer = (*slogWriter)(nil)
+
+// ownClose reports whether a library's log line is about a connection or
+// transport this node closed itself.
+func ownClose(s string) bool {
+	return strings.Contains(s, "use of closed network connection") || strings.Contains(s, "transport shutdown")
+}
 
 // newHCLogger adapts hashicorp's logger onto slog with a component attribute.
 func newHCLogger(component string, l *slog.Logger) hclog.Logger {

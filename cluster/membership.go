@@ -246,7 +246,7 @@ func (n *Node) membershipLoop() {
 	defer n.wg.Done()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	for {
+	for !n.closing() {
 		n.maybeBootstrap()
 		n.tendMembership()
 		// With a cluster map too: group 0 holds the map alone, on every node,

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -57,11 +58,18 @@ type Node struct {
 	cmap     atomic.Pointer[fsm.Map] // the newest cluster map this node holds (clustermap.go)
 	fetching atomic.Bool             // a map is being fetched from a member
 	keptMap  uint64                  // the map version in MapFile (shard loop only)
+	// keptMapAtStart is the version of the map the node found on disk (0:
+	// none); mapChecked is set once the node knows its map is current
+	// (fence.go).
+	keptMapAtStart uint64
+	mapChecked     atomic.Bool
+	fencedOnce     onceSet // fenced shards this node has told its log of
 	// gossipedLeads are the groups this node last gossiped it leads (shard loop only).
 	gossipedLeads []int
 
 	cmdHandler atomic.Pointer[CommandHandler] // runs forwarded commands (forward.go)
-	mapWait    *holdQueue                     // writes waiting for the first map (--shards)
+	mapWait    *holdQueue                     // writes waiting for the first map (--shards), or for their shard
+	heldFor    sync.Map                       // *fsm.Command -> the shard a held write was submitted to
 	shardKick  chan struct{}                  // the map or a leadership changed: look at the groups
 
 	recMu sync.Mutex
@@ -125,7 +133,7 @@ func New(c Config) (*Node, error) {
 	n.boot = n.started.UnixNano()
 	n.rec = newReconciler(cfg.DeadServerTimeout)
 	n.mapWait = newHoldQueue(n.dispatchAfterMap, holdFor(cfg), n.stop)
-	n.mapWait.expired = fmt.Errorf("%w: the cluster's map of shards is not written yet", fsm.ErrMapGroup)
+	n.mapWait.expired = fmt.Errorf("%w: the cluster's shards are not in place yet (its map is not written, or the key's shard is not created)", fsm.ErrMapGroup)
 	n.meta = newGroup(n, 0, cfg.DataDir)
 	n.metrics = newMetrics(n, cfg.Registry)
 	n.disk = newDisk(cfg.DataDir, n.log.With("component", "disk"))
@@ -137,6 +145,9 @@ func New(c Config) (*Node, error) {
 		n.closeAll()
 		return nil, err
 	}
+	// A recovery of the one group, or of group 0, fences nothing: members it
+	// cut off are out of the configuration and told so (heal.go).
+	_ = os.Remove(filepath.Join(cfg.DataDir, RecoveredFile))
 	if err := n.heal.book.load(cfg.DataDir); err != nil {
 		n.closeAll()
 		return nil, err
@@ -190,7 +201,7 @@ func (n *Node) listen() error {
 	// Kept as given, host name and all: a container restarted with a new IP
 	// address is still reached at its name.
 	n.raftAdvertise = adv
-	n.mux = newMux(ln, hostAddr(adv), cfg.Dial, cfg.PeerTLS, n.newPeerAuth(), n.serveRPC, n.log, n.metrics.peerRefused)
+	n.mux = newMux(ln, hostAddr(adv), cfg.Dial, cfg.PeerTLS, n.newPeerAuth(), n.serveRPC, n.fencedFor, n.log, n.metrics.peerRefused)
 	return nil
 }
 
@@ -381,6 +392,10 @@ func (n *Node) Status() Status {
 			st.MemoryBytes += ss.MemoryBytes
 			st.Shards = append(st.Shards, ss)
 		}
+		for _, gid := range n.fencedGroups() {
+			s := shardOfGroup(m, gid)
+			st.Shards = append(st.Shards, ShardStatus{Shard: s, Role: "removed", Problem: n.fenceAdvice(s)})
+		}
 	}
 	return st
 }
@@ -396,6 +411,9 @@ type ShardStatus struct {
 	AppliedIndex uint64 `json:"applied_index"`
 	Filters      int    `json:"filters"`
 	MemoryBytes  uint64 `json:"memory_bytes"`
+	// Problem says why the replica serves nothing (a recovery of the shard
+	// cut it off: Role is then "removed").
+	Problem string `json:"problem,omitempty"`
 }
 
 func (g *group) shardStatus(shard int) ShardStatus {

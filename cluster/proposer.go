@@ -75,8 +75,8 @@ func (n *Node) refuseClient() error {
 }
 
 // dispatchAfterMap hands a write that waited for the cluster's first map
-// (a node started with --shards) to its shard once the map is known, and
-// reports whether it could (mapWait, a hold queue).
+// (a node started with --shards), or for its shard to be created, to its
+// shard once it can, and reports whether it could (mapWait, a hold queue).
 func (n *Node) dispatchAfterMap(cmd *fsm.Command, fut *Future) bool {
 	m := n.clusterMap()
 	if m == nil {
@@ -88,7 +88,21 @@ func (n *Node) dispatchAfterMap(cmd *fsm.Command, fut *Future) bool {
 		chain(n.meta.submit(cmd), fut)
 		return true
 	}
-	chain(n.SubmitTo(shardOf(m, cmd.Key), cmd), fut)
+	s := shardOf(m, cmd.Key)
+	if t, ok := n.heldFor.Load(cmd); ok {
+		s = t.(int) // a write SubmitTo named the shard of (FLUSHALL's)
+	}
+	if s >= m.Shards() || !m.Groups[s].Created {
+		return s >= m.Shards() && n.fail(fut, fmt.Errorf("%w: shard %d of %d", ErrNotHosted, s, m.Shards()))
+	}
+	n.heldFor.Delete(cmd)
+	chain(n.SubmitTo(s, cmd), fut)
+	return true
+}
+
+// fail resolves fut with err, and says it did.
+func (n *Node) fail(fut *Future, err error) bool {
+	fut.Resolve(nil, err)
 	return true
 }
 
@@ -121,8 +135,14 @@ func (n *Node) SubmitTo(s int, cmd *fsm.Command) *Future {
 	}
 	if !m.Groups[s].Created {
 		// Not even on its creator: a write is taken once the shard has its
-		// replicas (the controller marks it created).
-		return failed(fmt.Errorf("%w: shard %d is not created yet", ErrNoLeader, s))
+		// replicas (the controller marks it created); until then it waits,
+		// in order with the others (mapWait).
+		fut := NewFuture()
+		n.heldFor.Store(cmd, s)
+		// Forgotten once the hold is over, dispatched or not.
+		time.AfterFunc(n.mapWait.hold+time.Second, func() { n.heldFor.Delete(cmd) })
+		n.mapWait.submit(cmd, fut)
+		return fut
 	}
 	if r, err := n.Replica(s); err == nil {
 		return r.g.submit(cmd)
@@ -163,7 +183,16 @@ func (g *group) dispatch(cmd *fsm.Command, fut *Future) bool {
 }
 
 // submitLocal queues cmd for the proposer; the caller has checked leadership.
-func (g *group) submitLocal(cmd *fsm.Command, fut *Future) { g.prop.submit(cmd, fut) }
+func (g *group) submitLocal(cmd *fsm.Command, fut *Future) {
+	if g == g.n.meta && g.n.awaitingMap() && fsm.TouchesFilters(cmd.Op) {
+		// This node was started with --shards and the map is not written
+		// yet: a filter kept in group 0 now would stop the cluster from
+		// sharding (createMap). Whoever sent it tries again.
+		fut.Resolve(nil, fmt.Errorf("%w: the cluster's map of shards is not written yet", fsm.ErrMapGroup))
+		return
+	}
+	g.prop.submit(cmd, fut)
+}
 
 // forward sends cmd to the leader at addr and resolves fut with its answer.
 func (g *group) forward(addr string, cmd *fsm.Command, fut *Future) {

@@ -47,6 +47,7 @@ const (
 var (
 	errGuardWouldBlock = errors.New("raft guard: more bytes needed")
 	errSenderMismatch  = errors.New("raft request from another sender than the certificate names")
+	errSenderFenced    = errors.New("raft request from a replica a recovery of the shard cut off")
 )
 
 // guardState is what the guard expects next.
@@ -70,7 +71,7 @@ const (
 type raftGuard struct {
 	net.Conn
 	br       *bufio.Reader
-	peer     []byte
+	check    func(id []byte) error // the sender id a request names
 	onRefuse func(error) // told once why the connection is closed
 
 	ok      int64 // bytes checked and not yet handed on
@@ -88,7 +89,12 @@ type raftGuard struct {
 }
 
 func newRaftGuard(c net.Conn, peer string, onRefuse func(error)) *raftGuard {
-	return &raftGuard{Conn: c, br: bufio.NewReaderSize(c, guardBuffer), peer: []byte(peer), onRefuse: onRefuse,
+	return newSenderGuard(c, senderIs(peer, nil), onRefuse)
+}
+
+// newSenderGuard is a guard whose check decides which sender ids may speak.
+func newSenderGuard(c net.Conn, check func(id []byte) error, onRefuse func(error)) *raftGuard {
+	return &raftGuard{Conn: c, br: bufio.NewReaderSize(c, guardBuffer), check: check, onRefuse: onRefuse,
 		stack: make([]uint64, 0, 8)}
 }
 
@@ -136,11 +142,27 @@ func (g *raftGuard) Read(p []byte) (int, error) {
 func (g *raftGuard) fail(err error) {
 	g.err = err
 	var ge guardError
-	if errors.As(err, &ge) || errors.Is(err, errSenderMismatch) {
+	if errors.As(err, &ge) || errors.Is(err, errSenderMismatch) || errors.Is(err, errSenderFenced) {
 		g.Conn.Close()
 		if g.onRefuse != nil {
 			g.onRefuse(err)
 		}
+	}
+}
+
+// senderIs is the check of a guard: the sender must be peer (the node its
+// certificate names; "" without TLS: any), and not one fenced says a
+// recovery cut off (nil: none).
+func senderIs(peer string, fenced func(id string) bool) func(id []byte) error {
+	want := []byte(peer)
+	return func(id []byte) error {
+		if peer != "" && !bytes.Equal(id, want) {
+			return fmt.Errorf("%w: %q", errSenderMismatch, id)
+		}
+		if fenced != nil && fenced(string(id)) {
+			return fmt.Errorf("%w: %q", errSenderFenced, id)
+		}
+		return nil
 	}
 }
 
@@ -262,8 +284,8 @@ func (g *raftGuard) inspect(t *token, b []byte) (int, error) {
 		if len(b) < end {
 			return end, nil
 		}
-		if !bytes.Equal(b[t.hdr:end], g.peer) {
-			return 0, fmt.Errorf("%w: %q", errSenderMismatch, b[t.hdr:end])
+		if err := g.check(b[t.hdr:end]); err != nil {
+			return 0, err
 		}
 		g.idSeen = true
 	case keySize:

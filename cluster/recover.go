@@ -357,5 +357,10 @@ func RecoverPeers(dataDir, self string, peers []RecoveryPeer) (*Recovered, error
 		rc.Index, rc.Term = metas[0].Index, metas[0].Term
 	}
 	rc.Filters = f.Len()
+	// A shard's survivor has the cluster fence off whom this recovery left
+	// out once it runs the group again (fence.go).
+	if err := writeRecoveryMark(dataDir, rc.Previous, rc.Servers); err != nil {
+		return nil, fmt.Errorf("recovered %s, but could not record whom the recovery left out: %w", dataDir, err)
+	}
 	return rc, nil
 }

@@ -161,7 +161,7 @@ func groupLeader(tab map[string]received, gid int) (id string, g groupReport, ok
 // localReport is this node's report now.
 func (n *Node) localReport() nodeReport {
 	r := nodeReport{ID: n.cfg.ID, Boot: n.boot, Seq: n.reportSeq.Add(1), Stopping: n.stopping.Load(),
-		Leaving: n.heal.leaving.Load(), MemLimit: n.cfg.MaxMemory}
+		Leaving: n.heal.leaving.Load(), MemLimit: n.cfg.MaxMemory, Fenced: n.fencedGroups()}
 	for _, g := range n.openGroups() {
 		if g.raft == nil || g.closed() {
 			continue
@@ -209,6 +209,9 @@ func (n *Node) reportLoop() {
 				return
 			}
 		case <-n.stop:
+			return
+		}
+		if n.closing() {
 			return
 		}
 		n.pushReport(nil)

@@ -137,6 +137,12 @@ func (n *Node) serveNodeOp(ctx context.Context, wg *sync.WaitGroup, op byte, bod
 			defer wg.Done()
 			reply(n.Drain(ctx, string(body), false), nil)
 		}()
+	case opFence:
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reply(n.serveFence(ctx, body, peer), nil)
+		}()
 	default:
 		return false
 	}

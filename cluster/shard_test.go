@@ -2,8 +2,11 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,4 +104,85 @@ func TestStaticShards(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestClosingAReplicaUnderCommands: the store closes a shard's group while
+// writes and reads hold its replica; no command panics, and each answers a
+// result or an error of the contract (ErrNotHosted once the group is gone,
+// or a write's indeterminate or not-applied error), never a wrong answer.
+func TestClosingAReplicaUnderCommands(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.Shards, c.Replicas = 2, 3 })
+	eventually(t, 30*time.Second, "the shards to settle", func() bool { return settledShards(tc) })
+	n := tc.nodes[1]
+	m := n.clusterMap()
+	s := n.ShardOf("hot")
+	gid := groupOf(m, s)
+	mustSubmit(t, n, bfAdd("hot", "base"))
+
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var answered, refused atomic.Int64
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rep, err := n.Replica(s)
+				if err != nil {
+					if !errors.Is(err, ErrNotHosted) {
+						t.Errorf("Replica: %v", err)
+					}
+					refused.Add(1)
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				if i%2 == 0 {
+					res, err := rep.Submit(bfAdd("hot", fmt.Sprint(w, ":", i))).Wait(ctx)
+					switch {
+					case err == nil && res != nil && res.Err == nil:
+						answered.Add(1)
+					case err != nil && (errors.Is(err, ErrNotHosted) || errors.Is(err, ErrShutdown) ||
+						errors.Is(err, ErrIndeterminate) || errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader)):
+						refused.Add(1)
+					default:
+						t.Errorf("a write on a closing replica: %+v %v", res, err)
+					}
+				} else {
+					err := rep.ReadBarrier(ctx, ReadLinearizable)
+					switch {
+					case err == nil:
+						// Whatever it last applied holds what was acknowledged
+						// before the close.
+						if !rep.FSM().Exists(fsm.FamilyBF, "hot", [][]byte{[]byte("base")})[0] {
+							t.Errorf("a read on a closing replica lost an acknowledged write")
+						}
+						answered.Add(1)
+					case errors.Is(err, ErrNotHosted) || errors.Is(err, ErrShutdown) || errors.Is(err, ErrNoLeader) ||
+						errors.Is(err, ErrNotLeader) || errors.Is(err, ErrIndeterminate) || errors.Is(err, context.DeadlineExceeded):
+						refused.Add(1)
+					default:
+						t.Errorf("a read on a closing replica: %v", err)
+					}
+				}
+				cancel()
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := n.closeGroup(gid, false); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if answered.Load() == 0 || refused.Load() == 0 {
+		t.Fatalf("%d answered and %d refused: the close did not land among the commands", answered.Load(), refused.Load())
+	}
+	t.Logf("%d commands answered, %d refused around the close", answered.Load(), refused.Load())
 }

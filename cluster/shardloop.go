@@ -27,6 +27,9 @@ func (n *Node) shardLoop() {
 		case <-n.stop:
 			return
 		}
+		if n.closing() {
+			return // a tick and the stop at once: the stop wins
+		}
 		n.gossipLeads()
 		m := n.clusterMap()
 		if m == nil {
@@ -37,7 +40,11 @@ func (n *Node) shardLoop() {
 		}
 		n.keepMap(m)
 		n.noteConfigured(m)
+		if !n.mapCurrent() {
+			continue
+		}
 		n.tendGroups(m)
+		n.reportRecoveries(m)
 		n.leadGroups(m)
 		if n.meta.IsLeader() {
 			n.control(m)
@@ -220,6 +227,13 @@ func (n *Node) observeTend(m *fsm.Map) tendView {
 
 // tendGroups carries out this node's tend plan.
 func (n *Node) tendGroups(m *fsm.Map) {
+	for _, gid := range n.fencedGroups() {
+		s := shardOfGroup(m, gid)
+		n.fencedOnce.Do(gid, func() {
+			n.log.Error("this node's replica of a shard was cut off by a recovery: it serves nothing of the shard",
+				"shard", s, "what_to_do", n.fenceAdvice(s))
+		})
+	}
 	for _, a := range planTend(n.observeTend(m)) {
 		s := shardOfGroup(m, a.Group)
 		switch a.Kind {
@@ -236,8 +250,7 @@ func (n *Node) tendGroups(m *fsm.Map) {
 			}
 			n.kickReport()
 		case tendClose:
-			n.log.Error("closing a shard replica a recovery cut off: it serves nothing of the shard until its data is gone",
-				"shard", s, "what_to_do", n.fenceAdvice(s))
+			n.log.Info("closing this node's replica of a shard a recovery cut it off", "shard", s)
 			if err := n.closeGroup(a.Group, false); err != nil {
 				n.log.Warn("close a fenced shard", "shard", s, "err", err)
 			}

@@ -66,9 +66,17 @@ func (n *Node) mappedShards(m *fsm.Map) []ShardInfo {
 		members[mem.ID] = mem
 	}
 	out := make([]ShardInfo, m.Shards())
+	tab := n.reports.snapshot()
+	live := n.liveness()
 	for s, mg := range m.Groups {
 		gid := groupOf(m, s)
 		sh := ShardInfo{ID: s, First: mg.First, Last: mg.Last}
+		// The leader of the newest term a replica reports, if any does;
+		// else the one gossip names.
+		reported, _, ok := groupLeader(tab, gid)
+		if ok && !slices.Contains(mg.Replicas, reported) {
+			reported = ""
+		}
 		for _, id := range mg.Replicas {
 			r := ShardReplica{ID: id, Voter: true, Health: "unknown"}
 			if id == n.cfg.ID {
@@ -83,6 +91,12 @@ func (n *Node) mappedShards(m *fsm.Map) []ShardInfo {
 				}
 			}
 			sh.Replicas = append(sh.Replicas, r)
+		}
+		switch {
+		case reported == n.cfg.ID || reported != "" && live[reported].State == liveAlive:
+			sh.Leader = reported
+		case reported != "":
+			sh.Leader = "" // it stopped, or is handing over: its successor reports soon
 		}
 		if !mg.Created {
 			sh.Leader = "" // it takes no write yet (SubmitTo)

@@ -46,6 +46,9 @@ type mux struct {
 	auth      *peerAuth                     // who a TLS peer may be (peerauth.go)
 	raftConns chan net.Conn                 // group 0's
 	serveRPC  func(c net.Conn, peer string) // peer: the node id its certificate names ("" without TLS)
+	// fenced says, for a group, which senders a recovery of it cut off
+	// (nil: none); set before the mux accepts (fence.go).
+	fenced func(gid int) func(id string) bool
 
 	groupsMu sync.Mutex
 	groups   map[int]chan net.Conn // Raft connections of groups > 0, by group
@@ -62,7 +65,7 @@ type mux struct {
 }
 
 func newMux(ln net.Listener, advertise net.Addr, dial DialFunc, peerTLS *PeerTLS, auth *peerAuth,
-	serveRPC func(net.Conn, string), log *slog.Logger, refused prometheus.Counter) *mux {
+	serveRPC func(net.Conn, string), fenced func(gid int) func(id string) bool, log *slog.Logger, refused prometheus.Counter) *mux {
 	m := &mux{
 		ln:        ln,
 		advertise: advertise,
@@ -72,6 +75,7 @@ func newMux(ln net.Listener, advertise net.Addr, dial DialFunc, peerTLS *PeerTLS
 		raftConns: make(chan net.Conn),
 		groups:    make(map[int]chan net.Conn),
 		serveRPC:  serveRPC,
+		fenced:    fenced,
 		log:       log,
 		refused:   refused,
 		pending:   newPendingLimit(maxPending, maxPendingPerIP),
@@ -151,10 +155,20 @@ func (m *mux) route(c net.Conn, release func()) {
 	}
 	_ = c.SetDeadline(time.Time{})
 	release() // it has proven itself: its slot goes to the next
-	if peer != "" && (b[0] == streamRaft || b[0] == streamGroup) {
+	if b[0] == streamRaft || b[0] == streamGroup {
 		// Every group's Raft traffic is guarded alike: a shard's as group 0's.
-		tc := c
-		c = newRaftGuard(tc, peer, func(err error) { m.refuse(tc, "raft request", err) })
+		var fenced func(string) bool
+		if m.fenced != nil {
+			fenced = m.fenced(gid)
+		}
+		if peer != "" && fenced != nil && fenced(peer) {
+			m.refuse(c, "raft of a shard a recovery cut this node off", nil)
+			return
+		}
+		if peer != "" || fenced != nil {
+			tc := c
+			c = newSenderGuard(tc, senderIs(peer, fenced), func(err error) { m.refuse(tc, "raft request", err) })
+		}
 	}
 	switch b[0] {
 	case streamRaft:

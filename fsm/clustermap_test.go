@@ -2,9 +2,13 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/rookerydb/rookery/internal/slot"
@@ -54,6 +58,9 @@ func TestMapCheck(t *testing.T) {
 		"an empty node id":      func(m *Map) { m.Groups[2].Replicas[0] = "" },
 		"a leader elsewhere":    func(m *Map) { m.Groups[3].Leader = "n9" },
 		"draining out of order": func(m *Map) { m.Draining = []string{"n2", "n1"} },
+		"a fenced replica":      func(m *Map) { m.Groups[0].Fenced = []string{m.Groups[0].Replicas[0]} },
+		"fenced out of order":   func(m *Map) { m.Groups[0].Fenced = []string{"n9", "n8"} },
+		"fenced twice":          func(m *Map) { m.Groups[0].Fenced = []string{"n8", "n8"} },
 	} {
 		m := sampleMap()
 		change(m)
@@ -70,6 +77,9 @@ func FuzzDecodeMap(f *testing.F) {
 	f.Add(EncodeMap(sampleMap()))
 	one := &Map{Version: 1, Replicas: 1, Groups: []MapGroup{{First: 0, Last: slot.Count - 1, Replicas: []string{"a"}}}}
 	f.Add(EncodeMap(one))
+	fenced := sampleMap()
+	fenced.Groups[1].Fenced = []string{"n8", "n9"}
+	f.Add(EncodeMap(fenced))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeMap(b)
 		if err != nil {
@@ -172,5 +182,49 @@ func TestMapGroupHoldsTheMapAlone(t *testing.T) {
 	// The refusal travels between nodes as itself.
 	if r, err := DecodeResult(EncodeResult(&Result{Err: ErrMapGroup})); err != nil || !errors.Is(r.Err, ErrMapGroup) {
 		t.Fatalf("decoded %v %v", r, err)
+	}
+}
+
+// TestCodecGoldenV9 pins log formats 8 and 9 for SET_MAP, the op they carry:
+// a map of map codec 1 (no fences) in format 8, and one that fences replicas
+// (map codec 2) in format 9. An old log must decode to the same maps.
+func TestCodecGoldenV9(t *testing.T) {
+	path := filepath.Join("testdata", "codec_golden_v9.txt")
+	plain := &Map{Version: 3, Replicas: 3, Draining: []string{"n4"}, Groups: []MapGroup{
+		{First: 0, Last: 8191, Replicas: []string{"n1", "n2", "n3"}, Leader: "n1", Creator: "n1", Created: true},
+		{First: 8192, Last: 16383, Replicas: []string{"n2", "n3", "n5"}, Leader: "n2", Creator: "n2"},
+	}}
+	fenced := plain.Clone()
+	fenced.Version = 4
+	fenced.Groups[1].Replicas = []string{"n2"}
+	fenced.Groups[1].Fenced = []string{"n3", "n5"}
+	maps := []*Map{plain, fenced}
+	var b strings.Builder
+	for i, m := range maps {
+		v := byte(CodecV8 + i)
+		b.WriteString(hex.EncodeToString(EncodeCommandVersion(&Command{Op: OpSetMap, Data: EncodeMap(m)}, v)) + "\n")
+	}
+	if os.Getenv("ROOKERY_UPDATE_GOLDEN") != "" {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with ROOKERY_UPDATE_GOLDEN=1 once to create it)", err)
+	}
+	if string(want) != b.String() {
+		t.Fatalf("versions 8 and 9 of SET_MAP changed:\n got %s\nwant %s", b.String(), want)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(want)), "\n") {
+		e, _ := hex.DecodeString(line)
+		_, cs, err := DecodeEntry(e)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("golden entry %d: %v", i, err)
+		}
+		m, err := DecodeMap(cs[0].Data)
+		if err != nil || !reflect.DeepEqual(m, maps[i]) {
+			t.Fatalf("golden entry %d decodes as %+v, %v; want %+v", i, m, err, maps[i])
+		}
 	}
 }

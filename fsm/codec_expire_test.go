@@ -181,7 +181,17 @@ func TestMinCodec(t *testing.T) {
 			t.Errorf("op %d: format %d, want %d", op, got, want)
 		}
 	}
-	if lastOp != OpSetMap || CodecVersion != CodecV8 {
+	if lastOp != OpSetMap || CodecVersion != CodecV9 {
 		t.Errorf("a new op needs a row here")
+	}
+	// A map that fences a replica needs map codec 2, which log format 9
+	// brought; one without stays readable by format 8.
+	m := &Map{Version: 1, Replicas: 1, Groups: []MapGroup{{First: 0, Last: 16383, Replicas: []string{"n1"}}}}
+	if got := MinCodec(&Command{Op: OpSetMap, Data: EncodeMap(m)}); got != CodecV8 {
+		t.Errorf("a map without fences needs format %d, want 8", got)
+	}
+	m.Groups[0].Fenced = []string{"n2"}
+	if got := MinCodec(&Command{Op: OpSetMap, Data: EncodeMap(m)}); got != CodecV9 {
+		t.Errorf("a map with fences needs format %d, want 9", got)
 	}
 }

@@ -162,7 +162,7 @@ func TestDecodeEntryRefusesDamage(t *testing.T) {
 		}
 	}
 	for _, b := range [][]byte{{byte(0x80 | 0x11), CodecV1, 1, 2, 3}, sealEntry([]byte{byte(0x80 | 0x11), CodecV2, 1, 2, 3}),
-		{byte(0x80 | 0x11), 9}} {
+		{byte(0x80 | 0x11), CodecVersion + 1}} {
 		typ, cs, err := DecodeEntry(b)
 		if err != nil || len(cs) != 0 || typ&IgnoreUnknownFlag == 0 {
 			t.Errorf("%x: skippable type gave %v %v %v", b, typ, cs, err)

@@ -234,7 +234,7 @@ func (f *FSM) applyCommand(c *Command) *Result {
 	f.sessions.advance(c.Time)
 	f.expireDue()
 	f.ageDue()
-	if f.cmap.Load() != nil && touchesFilters(c.Op) {
+	if f.cmap.Load() != nil && TouchesFilters(c.Op) {
 		// A write sent here by a node that had not learned the map: kept
 		// here, no read would ever find it (reads go to the key's shard).
 		return &Result{Err: ErrMapGroup}
@@ -250,9 +250,9 @@ func (f *FSM) applyCommand(c *Command) *Result {
 	return r
 }
 
-// touchesFilters reports whether op creates, changes or removes filters:
+// TouchesFilters reports whether op creates, changes or removes filters:
 // what a group holding the cluster map refuses.
-func touchesFilters(op Op) bool {
+func TouchesFilters(op Op) bool {
 	switch op {
 	case OpSetMap, OpExpireTick:
 		return false

@@ -195,7 +195,7 @@ func TestBatchEntry(t *testing.T) {
 	out := f.ApplyBatch([]*raft.Log{
 		{Index: 1, Type: raft.LogConfiguration, Data: []byte("not ours")},
 		{Index: 2, Type: raft.LogCommand, Data: EncodeBatch(cs)},
-		{Index: 3, Type: raft.LogCommand, Data: []byte{byte(IgnoreUnknownFlag | 0x21), 9}},
+		{Index: 3, Type: raft.LogCommand, Data: []byte{byte(IgnoreUnknownFlag | 0x21), CodecVersion + 1}},
 		{Index: 4, Type: raft.LogCommand, Data: EncodeNoop(CodecVersion)},
 	})
 	if out[0] != nil || out[2] != nil || out[3] != nil {

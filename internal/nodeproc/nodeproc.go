@@ -245,6 +245,7 @@ type Status struct {
 		Leader  string `json:"leader_id"`
 		Filters int    `json:"filters"`
 		Memory  uint64 `json:"memory_bytes"`
+		Problem string `json:"problem"`
 	} `json:"shards"`
 }
 

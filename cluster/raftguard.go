@@ -72,7 +72,7 @@ type raftGuard struct {
 	net.Conn
 	br       *bufio.Reader
 	check    func(id []byte) error // the sender id a request names
-	onRefuse func(error) // told once why the connection is closed
+	onRefuse func(error)           // told once why the connection is closed
 
 	ok      int64 // bytes checked and not yet handed on
 	pending error // a refusal, raised once the bytes checked before it are handed on

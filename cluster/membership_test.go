@@ -109,7 +109,7 @@ func TestRemovedNodeSaysSo(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := l.RemovePeer(ctx, id); err != nil {
+	if err := l.RemovePeer(ctx, -1, id); err != nil {
 		t.Fatal(err)
 	}
 	removed := func() bool {

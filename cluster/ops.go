@@ -64,19 +64,40 @@ type RaftPeers struct {
 var heard sync.Map
 
 type heardKey struct {
-	n  *Node
-	id string
+	n     *Node
+	group int
+	id    string
 }
 
-// RaftPeers lists the servers of the latest configuration, asking each one
-// (in parallel, up to a second) for its log and applied index.
-func (n *Node) RaftPeers(ctx context.Context) (RaftPeers, error) {
-	f := n.meta.raft.GetConfiguration()
+// opsGroup is the group an operator's raft command acts on: group 0 for
+// shard -1 (the cluster's membership; on a cluster of one group its only
+// shard too), else this node's replica of the shard (ErrNotHosted when it
+// holds none).
+func (n *Node) opsGroup(shard int) (*group, error) {
+	if shard < 0 {
+		return n.meta, nil
+	}
+	r, err := n.Replica(shard)
+	if err != nil {
+		return nil, err
+	}
+	return r.g, nil
+}
+
+// RaftPeers lists the servers of the latest configuration of group 0 (shard
+// -1) or of shard's group, asking each one (in parallel, up to a second) for
+// its log and applied index.
+func (n *Node) RaftPeers(ctx context.Context, shard int) (RaftPeers, error) {
+	g, err := n.opsGroup(shard)
+	if err != nil {
+		return RaftPeers{}, err
+	}
+	f := g.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return RaftPeers{}, fmt.Errorf("read the raft configuration: %w", err)
 	}
-	lid, _ := n.meta.Leader()
-	out := RaftPeers{Node: n.cfg.ID, Leader: lid, Term: n.meta.raft.CurrentTerm(), CommitIndex: n.meta.raft.CommitIndex()}
+	lid, _ := g.Leader()
+	out := RaftPeers{Node: n.cfg.ID, Leader: lid, Term: g.raft.CurrentTerm(), CommitIndex: g.raft.CommitIndex()}
 	servers := f.Configuration().Servers
 	out.Servers = make([]RaftPeer, len(servers))
 	var wg sync.WaitGroup
@@ -92,9 +113,9 @@ func (n *Node) RaftPeers(ctx context.Context) (RaftPeers, error) {
 			p.State = "follower"
 		}
 		if p.ID == n.cfg.ID {
-			ps := n.meta.peerStatus()
+			ps := g.peerStatus()
 			p.LastIndex, p.AppliedIndex, p.Reachable = ps.LastIndex, ps.AppliedIndex, true
-			if lc := n.meta.raft.LastContact(); !lc.IsZero() && p.ID != lid {
+			if lc := g.raft.LastContact(); !lc.IsZero() && p.ID != lid {
 				p.LastContact = time.Since(lc).Round(time.Millisecond).String()
 			}
 			continue
@@ -104,8 +125,8 @@ func (n *Node) RaftPeers(ctx context.Context) (RaftPeers, error) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(ctx, peerStatusTimeout)
 			defer cancel()
-			key := heardKey{n, p.ID}
-			ps, err := n.peerStatusOf(ctx, p.Address)
+			key := heardKey{n, g.id, p.ID}
+			ps, err := g.statusOf(ctx, p.Address)
 			if err == nil && ps.ID == p.ID {
 				p.LastIndex, p.AppliedIndex, p.Reachable = ps.LastIndex, ps.AppliedIndex, true
 				heard.Store(key, time.Now())
@@ -127,63 +148,73 @@ func (n *Node) RaftPeers(ctx context.Context) (RaftPeers, error) {
 // the last voter. A removed member that is still running is not added back:
 // the leader tells it over gossip that it was removed, and it reports so
 // (heal.go) until it is started again on an empty data directory.
-func (n *Node) RemovePeer(ctx context.Context, id string) error {
-	if n.meta.raft.State() != raft.Leader {
+func (n *Node) RemovePeer(ctx context.Context, shard int, id string) error {
+	g, err := n.opsGroup(shard)
+	if err != nil {
+		return err
+	}
+	if g.raft.State() != raft.Leader {
 		return ErrNotLeader
 	}
-	s, voters, err := n.serverOf(id)
+	s, voters, err := g.serverOf(id)
 	if err != nil {
 		return err
 	}
 	if s.Suffrage == raft.Voter && voters <= 1 {
 		return fmt.Errorf("%w (%s)", ErrLastVoter, id)
 	}
-	n.log.Info("removing server at the operator's request", "id", id, "address", s.Address)
+	g.log.Info("removing server at the operator's request", "id", id, "address", s.Address)
 	timeout := n.cfg.ApplyTimeout
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
 		timeout = time.Until(d)
 	}
-	if err := n.meta.await(n.meta.raft.RemoveServer(s.ID, 0, timeout)); err != nil {
+	if err := g.await(g.raft.RemoveServer(s.ID, 0, timeout)); err != nil {
 		return translate(err)
 	}
-	n.forgetDead(id)
+	if g == n.meta {
+		n.forgetDead(id)
+	}
 	return nil
 }
 
 // TransferLeader hands leadership to server id, or to the most up-to-date
 // other voter when id is "". Only the leader can (ErrNotLeader elsewhere). It
 // returns the id of the new leader once this node has stepped down.
-func (n *Node) TransferLeader(ctx context.Context, id string) (string, error) {
-	if n.meta.raft.State() != raft.Leader {
+func (n *Node) TransferLeader(ctx context.Context, shard int, id string) (string, error) {
+	g, err := n.opsGroup(shard)
+	if err != nil {
+		return "", err
+	}
+	if g.raft.State() != raft.Leader {
 		return "", ErrNotLeader
 	}
 	var fut raft.Future
 	if id == "" {
-		if n.meta.voters() <= 1 {
+		if g.voters() <= 1 {
 			return "", ErrNoOtherVoter
 		}
-		fut = n.meta.raft.LeadershipTransfer()
+		fut = g.raft.LeadershipTransfer()
 	} else {
 		if id == n.cfg.ID {
 			return id, nil // leads already
 		}
-		s, _, err := n.serverOf(id)
+		s, _, err := g.serverOf(id)
 		if err != nil {
 			return "", err
 		}
 		if s.Suffrage != raft.Voter {
 			return "", fmt.Errorf("%s is %w: leadership can go only to a voter", id, ErrNotVoter)
 		}
-		fut = n.meta.raft.LeadershipTransferToServer(s.ID, s.Address)
+		fut = g.raft.LeadershipTransferToServer(s.ID, s.Address)
 	}
-	n.log.Info("transferring leadership at the operator's request", "to", id)
-	if err := n.meta.await(fut); err != nil {
+	g.log.Info("transferring leadership at the operator's request", "to", id)
+	if err := g.await(fut); err != nil {
 		return "", fmt.Errorf("leadership transfer: %w", translate(err))
 	}
 	// The transfer is done once this node has stepped down; the new leader is
 	// known once its first heartbeat arrives.
 	for {
-		if lid, _ := n.meta.Leader(); lid != "" && lid != n.cfg.ID {
+		if lid, _ := g.Leader(); lid != "" && lid != n.cfg.ID {
 			return lid, nil
 		}
 		select {
@@ -194,9 +225,10 @@ func (n *Node) TransferLeader(ctx context.Context, id string) (string, error) {
 	}
 }
 
-// serverOf finds id in the latest configuration and counts its voters.
-func (n *Node) serverOf(id string) (raft.Server, int, error) {
-	f := n.meta.raft.GetConfiguration()
+// serverOf finds id in the group's latest configuration and counts its
+// voters.
+func (g *group) serverOf(id string) (raft.Server, int, error) {
+	f := g.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return raft.Server{}, 0, translate(err)
 	}

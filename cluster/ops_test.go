@@ -19,7 +19,7 @@ func TestRaftPeersAndTransfer(t *testing.T) {
 	for _, n := range tc.live() {
 		eventually(t, 10*time.Second, n.ID()+" to hold the write", func() bool { return n.meta.raft.LastIndex() > 0 && exists(t, n, "k", "a") })
 	}
-	peers, err := f.RaftPeers(ctx)
+	peers, err := f.RaftPeers(ctx, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,21 +34,21 @@ func TestRaftPeersAndTransfer(t *testing.T) {
 		t.Fatalf("peers as %s sees them: %+v", f.ID(), peers)
 	}
 
-	if err := f.RemovePeer(ctx, l.ID()); !errors.Is(err, ErrNotLeader) {
+	if err := f.RemovePeer(ctx, -1, l.ID()); !errors.Is(err, ErrNotLeader) {
 		t.Errorf("remove on a follower: %v, want ErrNotLeader", err)
 	}
-	if _, err := f.TransferLeader(ctx, ""); !errors.Is(err, ErrNotLeader) {
+	if _, err := f.TransferLeader(ctx, -1, ""); !errors.Is(err, ErrNotLeader) {
 		t.Errorf("transfer on a follower: %v, want ErrNotLeader", err)
 	}
-	if err := l.RemovePeer(ctx, "n9"); !errors.Is(err, ErrUnknownPeer) {
+	if err := l.RemovePeer(ctx, -1, "n9"); !errors.Is(err, ErrUnknownPeer) {
 		t.Errorf("remove an unknown id: %v, want ErrUnknownPeer", err)
 	}
-	if _, err := l.TransferLeader(ctx, "n9"); !errors.Is(err, ErrUnknownPeer) {
+	if _, err := l.TransferLeader(ctx, -1, "n9"); !errors.Is(err, ErrUnknownPeer) {
 		t.Errorf("transfer to an unknown id: %v, want ErrUnknownPeer", err)
 	}
 
 	to := f.ID()
-	got, err := l.TransferLeader(ctx, to)
+	got, err := l.TransferLeader(ctx, -1, to)
 	if err != nil || got != to {
 		t.Fatalf("transfer to %s: %q, %v", to, got, err)
 	}
@@ -62,10 +62,10 @@ func TestRemovePeerAndLastVoter(t *testing.T) {
 	gone := tc.followers()[0]
 	id := tc.cfgs[gone].ID
 	tc.crash(gone)
-	if err := l.RemovePeer(ctx, id); err != nil {
+	if err := l.RemovePeer(ctx, -1, id); err != nil {
 		t.Fatalf("remove %s: %v", id, err)
 	}
-	peers, err := l.RaftPeers(ctx)
+	peers, err := l.RaftPeers(ctx, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,13 +79,13 @@ func TestRemovePeerAndLastVoter(t *testing.T) {
 	}
 	// Down to one voter, which may not go.
 	other := tc.followers()[0]
-	if err := l.RemovePeer(ctx, tc.cfgs[other].ID); err != nil {
+	if err := l.RemovePeer(ctx, -1, tc.cfgs[other].ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.RemovePeer(ctx, l.ID()); !errors.Is(err, ErrLastVoter) {
+	if err := l.RemovePeer(ctx, -1, l.ID()); !errors.Is(err, ErrLastVoter) {
 		t.Errorf("remove the last voter: %v, want ErrLastVoter", err)
 	}
-	if _, err := l.TransferLeader(ctx, ""); !errors.Is(err, ErrNoOtherVoter) {
+	if _, err := l.TransferLeader(ctx, -1, ""); !errors.Is(err, ErrNoOtherVoter) {
 		t.Errorf("transfer with no other voter: %v, want ErrNoOtherVoter", err)
 	}
 }

@@ -5,7 +5,7 @@ import "errors"
 // Growth budgets. A filter that grows (scalable Bloom, RedisBloom's chain,
 // both cuckoo layouts) adds a sub-filter when the newest one has no room,
 // inside Add. The state machine decides how much memory a command may add
-// (fsm: the cluster's smallest --max-memory, stamped into the command), and
+// (fsm: the room the replicas' --max-memory leaves, stamped into the command), and
 // the filter must not allocate past it, on any replica: SetGrowthBudget gives
 // the filter the bytes its growth may take while the command applies, and a
 // growth that needs more is refused with ErrGrowthBudget before anything is

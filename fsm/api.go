@@ -191,11 +191,12 @@ type Command struct {
 	// every replica refuses the same adds. 0 leaves the filters' own limit
 	// (filters.MaxCuckooFilters); log format 5 on (MinCodec).
 	MaxFilters uint32
-	// MemLimit is the most bytes all filters together may take once the
-	// command applies: the leader's view of the smallest --max-memory among
-	// the servers, carried in the command so that every replica refuses the
-	// same creation or growth (ErrOutOfMemory) at the same index. 0 is no
-	// limit; log format 6 on (MinCodec).
+	// MemLimit is the most bytes all filters of the group together may take
+	// once the command applies: the leader's view of the least room any
+	// replica's node leaves the group under its --max-memory (its limit less
+	// what its other groups hold), carried in the command so that every
+	// replica refuses the same creation or growth (ErrOutOfMemory) at the
+	// same index. 0 is no limit; log format 6 on (MinCodec).
 	MemLimit uint64
 	Session  Session
 	// Time is the leader's clock (Unix nanoseconds) when it proposed the command.
@@ -243,7 +244,7 @@ var (
 	// past its MemLimit: it changes nothing (a multi-item add keeps the items
 	// before it, and a cuckoo insert of several items answers -1 for each
 	// that needed the growth, as RedisBloom does when it cannot allocate).
-	ErrOutOfMemory = errors.New("the filters would take more memory than the smallest --max-memory among the servers")
+	ErrOutOfMemory = errors.New("the filters would take more memory than --max-memory leaves this shard on one of its replicas' nodes")
 	// ErrStaleMap answers an OpSetMap whose version is not one more than the
 	// map held: another controller changed it first.
 	ErrStaleMap = errors.New("the cluster map changed meanwhile")

@@ -7,7 +7,7 @@ import (
 )
 
 // The memory limit in the log. A command that may create or grow a filter
-// carries the leader's view of the cluster's smallest --max-memory
+// carries the leader's view of the least room the replicas' --max-memory leaves the group
 // (Command.MemLimit, log format 6). Admission on the leader refuses, before
 // proposing, what it can foresee; this is the backstop, the same on every
 // replica because it reads only the log and the state: a filter is created

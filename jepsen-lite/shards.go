@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rookerydb/rookery/cluster"
 	"github.com/rookerydb/rookery/internal/nodeproc"
 	"github.com/rookerydb/rookery/internal/slot"
 )
@@ -25,7 +24,27 @@ import (
 const shardReplicas = 3
 
 // shardMap is a /v1/shards answer.
-type shardMap []cluster.ShardReport
+type shardMap []shardJSON
+
+// shardJSON is one shard of GET /v1/shards, as docs/SHARDING.md documents it
+// for operators. jepsen-lite reads the server through its public faces
+// alone, so that a checker never shares the types of what it checks.
+type shardJSON struct {
+	ID       int                    `json:"id"`
+	First    int                    `json:"first_slot"`
+	Last     int                    `json:"last_slot"`
+	Leader   string                 `json:"leader"`
+	Replicas []replicaJSON          `json:"replicas"`
+	Created  bool                   `json:"created"`
+	Status   map[string]replicaJSON `json:"replica_state"`
+}
+
+// replicaJSON is a replica of a shard (in replicas: its node; in
+// replica_state: what its group says of itself).
+type replicaJSON struct {
+	ID    string `json:"id,omitempty"`
+	State string `json:"state,omitempty"`
+}
 
 // shardOf is the shard holding key, or -1 if none does.
 func (sm shardMap) shardOf(key string) int {

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rookerydb/rookery/cluster"
 	"github.com/rookerydb/rookery/internal/slot"
 )
 
@@ -17,10 +16,9 @@ func testShards(states map[string]string) shardMap {
 	leaders := []string{"n1", "n4", "n2", "n5"}
 	var sm shardMap
 	for s, r := range slot.Ranges(4) {
-		rep := cluster.ShardReport{ShardInfo: cluster.ShardInfo{ID: s, First: r.First, Last: r.Last, Leader: leaders[s]},
-			Created: true, Status: map[string]cluster.ReplicaState{}}
+		rep := shardJSON{ID: s, First: r.First, Last: r.Last, Leader: leaders[s], Created: true, Status: map[string]replicaJSON{}}
 		for _, id := range place[s] {
-			rep.Replicas = append(rep.Replicas, cluster.ShardReplica{ID: id, Voter: true})
+			rep.Replicas = append(rep.Replicas, replicaJSON{ID: id})
 			st := "follower"
 			if id == leaders[s] {
 				st = "leader"
@@ -28,7 +26,7 @@ func testShards(states map[string]string) shardMap {
 			if v, ok := states[id]; ok {
 				st = v
 			}
-			rep.Status[id] = cluster.ReplicaState{State: st}
+			rep.Status[id] = replicaJSON{State: st}
 		}
 		sm = append(sm, rep)
 	}
@@ -184,12 +182,12 @@ func TestShardsSettled(t *testing.T) {
 		{"not created", func(sm shardMap, _ map[string]int) []string { sm[1].Created = false; return nodes }, "not created"},
 		{"no leader", func(sm shardMap, _ map[string]int) []string { sm[2].Leader = ""; return nodes }, "no leader"},
 		{"a fourth replica", func(sm shardMap, held map[string]int) []string {
-			sm[0].Replicas = append(sm[0].Replicas, cluster.ShardReplica{ID: "n5"})
-			sm[0].Status["n5"] = cluster.ReplicaState{State: "nonvoter"}
+			sm[0].Replicas = append(sm[0].Replicas, replicaJSON{ID: "n5"})
+			sm[0].Status["n5"] = replicaJSON{State: "nonvoter"}
 			return nodes
 		}, "4 replicas"},
 		{"a non-voter", func(sm shardMap, _ map[string]int) []string {
-			sm[3].Status["n2"] = cluster.ReplicaState{State: "nonvoter"}
+			sm[3].Status["n2"] = replicaJSON{State: "nonvoter"}
 			return nodes
 		}, "nonvoter"},
 		{"placed on a node gone", func(sm shardMap, _ map[string]int) []string { return nodes[:4] }, "not a node of the cluster"},

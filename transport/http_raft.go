@@ -3,7 +3,9 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/rookerydb/rookery/cluster"
@@ -17,8 +19,11 @@ import (
 //	POST /v1/raft/transfer-leader[?id=ID] hand leadership to ID, or to any voter;
 //	                                      {"leader": ID, "moved": false} if ID leads already
 //
-// The changes are made by the leader: a follower answers 307 Temporary
-// Redirect to the leader's HTTP address, as the backup routes do. Like every
+// Each acts on group 0 (the cluster's membership; on a cluster of one group,
+// its only shard too), or with ?shard=S on shard S's group, which the node
+// must hold. The changes are made by the group's leader: another node answers
+// 307 Temporary Redirect to the leader's HTTP address, as the backup routes
+// do. Like every
 // POST they need credentials (httpAuth): the password, a client certificate,
 // or, with neither configured, a loopback peer.
 
@@ -28,9 +33,32 @@ const raftOpTimeout = 15 * time.Second
 // RaftOperator is what the Raft routes need from a node; cluster.Node
 // implements it. A Backend that does not answers them 501.
 type RaftOperator interface {
-	RaftPeers(ctx context.Context) (cluster.RaftPeers, error)
-	RemovePeer(ctx context.Context, id string) error
-	TransferLeader(ctx context.Context, id string) (string, error)
+	RaftPeers(ctx context.Context, shard int) (cluster.RaftPeers, error)
+	RemovePeer(ctx context.Context, shard int, id string) error
+	TransferLeader(ctx context.Context, shard int, id string) (string, error)
+}
+
+// raftShard reads ?shard=S: -1 (group 0) when absent.
+func (h *HTTPServer) raftShard(w http.ResponseWriter, r *http.Request) (int, bool) {
+	q := r.URL.Query()
+	if !q.Has("shard") {
+		return -1, true
+	}
+	s, err := strconv.Atoi(q.Get("shard"))
+	if n := h.be.ShardCount(); err != nil || s < 0 || s >= n {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("bad shard %q: the cluster has %d", q.Get("shard"), n)})
+		return 0, false
+	}
+	return s, true
+}
+
+// redirectRaft sends a raft change to the leader of the group it names.
+func (h *HTTPServer) redirectRaft(w http.ResponseWriter, r *http.Request, shard int) {
+	if shard < 0 {
+		h.redirectToLeader(w, r)
+		return
+	}
+	h.redirectToShardLeader(w, r, shard)
 }
 
 // registerRaftRoutes adds the routes to mux.
@@ -53,7 +81,15 @@ func (h *HTTPServer) raftPeers(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	peers, err := op.RaftPeers(r.Context())
+	shard, ok := h.raftShard(w, r)
+	if !ok {
+		return
+	}
+	peers, err := op.RaftPeers(r.Context(), shard)
+	if errors.Is(err, cluster.ErrNotHosted) {
+		h.redirectRaft(w, r, shard)
+		return
+	}
 	if err != nil {
 		writeJSON(w, raftStatus(err), map[string]string{"error": err.Error()})
 		return
@@ -71,11 +107,15 @@ func (h *HTTPServer) removePeer(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "missing ?id= of the server to remove"})
 		return
 	}
+	shard, ok := h.raftShard(w, r)
+	if !ok {
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), raftOpTimeout)
 	defer cancel()
-	err := op.RemovePeer(ctx, id)
-	if errors.Is(err, cluster.ErrNotLeader) {
-		h.redirectToLeader(w, r)
+	err := op.RemovePeer(ctx, shard, id)
+	if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNotHosted) {
+		h.redirectRaft(w, r, shard)
 		return
 	}
 	if err != nil {
@@ -93,11 +133,15 @@ func (h *HTTPServer) transferLeader(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.URL.Query().Get("id")
+	shard, ok := h.raftShard(w, r)
+	if !ok {
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), raftOpTimeout)
 	defer cancel()
-	leader, err := op.TransferLeader(ctx, id)
-	if errors.Is(err, cluster.ErrNotLeader) {
-		h.redirectToLeader(w, r)
+	leader, err := op.TransferLeader(ctx, shard, id)
+	if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNotHosted) {
+		h.redirectRaft(w, r, shard)
 		return
 	}
 	if err != nil {

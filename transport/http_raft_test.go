@@ -20,12 +20,14 @@ type raftBackend struct {
 	err        error
 }
 
-func (b *raftBackend) RaftPeers(context.Context) (cluster.RaftPeers, error) {
+var _ RaftOperator = (*raftBackend)(nil)
+
+func (b *raftBackend) RaftPeers(context.Context, int) (cluster.RaftPeers, error) {
 	return cluster.RaftPeers{Node: "n1", Leader: "n1", Servers: []cluster.RaftPeer{
 		{ID: "n1", Address: "10.0.0.1:6481", State: "leader", Voter: true, Reachable: true, LastIndex: 9}}}, nil
 }
 
-func (b *raftBackend) RemovePeer(_ context.Context, id string) error {
+func (b *raftBackend) RemovePeer(_ context.Context, _ int, id string) error {
 	if b.err != nil {
 		return b.err
 	}
@@ -33,7 +35,7 @@ func (b *raftBackend) RemovePeer(_ context.Context, id string) error {
 	return nil
 }
 
-func (b *raftBackend) TransferLeader(_ context.Context, id string) (string, error) {
+func (b *raftBackend) TransferLeader(_ context.Context, _ int, id string) (string, error) {
 	if b.err != nil {
 		return "", b.err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/rookerydb/rookery/cluster"
 )
@@ -73,7 +74,22 @@ func (h *HTTPServer) drain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.log.Info("drain", "id", id, "undo", undo, "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, map[string]any{"draining": !undo, "id": id})
+	// Which shards the node holds now, and which a recovery fenced it off:
+	// draining a node that holds none moves nothing, and says so.
+	holds, fenced := []int{}, []int{}
+	if reps, err := op.ShardReports(ctx); err == nil {
+		for _, sh := range reps {
+			for _, rep := range sh.Replicas {
+				if rep.ID == id {
+					holds = append(holds, sh.ID)
+				}
+			}
+			if slices.Contains(sh.Fenced, id) {
+				fenced = append(fenced, sh.ID)
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"draining": !undo, "id": id, "holds": holds, "fenced": fenced})
 }
 
 // shardStatus is the HTTP status of a shard operation's error.

@@ -108,7 +108,7 @@ func (s *Server) replicas(st cluster.Status) []replica {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, replPeersTimeout)
 	defer cancel()
-	peers, err := op.RaftPeers(ctx)
+	peers, err := op.RaftPeers(ctx, -1)
 	if err != nil {
 		return nil
 	}

@@ -308,11 +308,11 @@ type replBackend struct {
 
 func (b *replBackend) Status() cluster.Status    { return b.st }
 func (b *replBackend) Nodes() []cluster.NodeInfo { return b.nodes }
-func (b *replBackend) RaftPeers(context.Context) (cluster.RaftPeers, error) {
+func (b *replBackend) RaftPeers(context.Context, int) (cluster.RaftPeers, error) {
 	return cluster.RaftPeers{Node: b.st.ID, Leader: b.st.LeaderID, Servers: b.peers}, nil
 }
-func (b *replBackend) RemovePeer(context.Context, string) error { return nil }
-func (b *replBackend) TransferLeader(context.Context, string) (string, error) {
+func (b *replBackend) RemovePeer(context.Context, int, string) error { return nil }
+func (b *replBackend) TransferLeader(context.Context, int, string) (string, error) {
 	return "", nil
 }
 

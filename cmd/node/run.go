@@ -182,6 +182,13 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 // transport's interface.
 type backend struct{ *cluster.Node }
 
+// The operator routes find these on the backend by assertion: the compiler
+// checks here that the node still offers them.
+var (
+	_ transport.RaftOperator  = backend{}
+	_ transport.ShardOperator = backend{}
+)
+
 func (b backend) Replica(s int) (transport.Replica, error) {
 	r, err := b.Node.Replica(s)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -51,6 +52,8 @@ const opsUsage = `usage:
   rookery raft remove-peer ID        remove server ID from the raft configuration
                                      (a running member removed so reports itself removed)
   rookery raft transfer-leader [ID]  hand leadership to ID, or to any other voter
+                                     (raft commands act on the cluster's membership, or
+                                     with --shard S on shard S's group)
   rookery wait [--timeout 30s]       wait until the node is ready (/readyz answers 200):
                                      each node of --addr; with no --addr, the first
                                      of the local defaults to be ready
@@ -67,17 +70,21 @@ type opsCmd struct {
 	format         string
 	timeout        time.Duration
 	args           []string
+	shard          int // --shard of the raft commands; -1: group 0
 	stdout, stderr io.Writer
 }
 
 // parseOps reads the flags (before or after the positional arguments) of
 // command name; minArgs and maxArgs bound the positional arguments.
 func parseOps(name string, args []string, env func(string) (string, bool), stdout, stderr io.Writer, minArgs, maxArgs int) (*opsCmd, int) {
-	c := &opsCmd{name: name, stdout: stdout, stderr: stderr}
+	c := &opsCmd{name: name, stdout: stdout, stderr: stderr, shard: -1}
 	fs := flag.NewFlagSet("rookery "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var conn toolclient.Flags
 	conn.Register(fs, env)
+	if strings.HasPrefix(name, "raft ") {
+		fs.IntVar(&c.shard, "shard", -1, "act on this shard's group rather than the cluster's membership")
+	}
 	fs.StringVar(&c.format, "format", "text", "text or json")
 	fs.DurationVar(&c.timeout, "timeout", opsTimeout, "how long to wait")
 	watch := flagerr.Watch(fs)
@@ -239,6 +246,10 @@ func statusCommand(args []string, env func(string) (string, bool), stdout, stder
 	fmt.Fprintf(tw, "Filters\t%d\n", st.Filters)
 	fmt.Fprintf(tw, "Memory\t%d bytes\n", st.MemoryBytes)
 	for _, s := range st.Shards {
+		if s.Problem != "" {
+			fmt.Fprintf(tw, "Shard %d\t%s: %s\n", s.Shard, s.Role, s.Problem)
+			continue
+		}
 		fmt.Fprintf(tw, "Shard %d\t%s, leader %s, applied %d, %d filters, %d bytes\n", s.Shard, s.Role, orDash(s.LeaderID),
 			s.AppliedIndex, s.Filters, s.MemoryBytes)
 	}
@@ -250,7 +261,8 @@ const raftUsage = `usage:
   rookery raft remove-peer [flags] ID
   rookery raft transfer-leader [flags] [ID]
 
-` + opsFlagsUsage
+` + opsFlagsUsage + `  --shard S          act on shard S's group (default: group 0, the cluster's membership)
+`
 
 // raftCommand is `rookery raft list-peers|remove-peer|transfer-leader`.
 func raftCommand(args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
@@ -276,7 +288,7 @@ func listPeers(args []string, env func(string) (string, bool), stdout, stderr io
 		return code
 	}
 	var peers cluster.RaftPeers
-	if done, err := c.call(http.MethodGet, "/v1/raft/peers", &peers); done || err != nil {
+	if done, err := c.call(http.MethodGet, c.withShard("/v1/raft/peers"), &peers); done || err != nil {
 		return exitOf(c, err)
 	}
 	tw := c.table()
@@ -300,7 +312,7 @@ func removePeer(args []string, env func(string) (string, bool), stdout, stderr i
 	var res struct {
 		Removed string `json:"removed"`
 	}
-	if done, err := c.call(http.MethodPost, "/v1/raft/remove-peer?id="+url.QueryEscape(id), &res); done || err != nil {
+	if done, err := c.call(http.MethodPost, c.withShard("/v1/raft/remove-peer?id="+url.QueryEscape(id)), &res); done || err != nil {
 		return exitOf(c, err)
 	}
 	fmt.Fprintf(stdout, "removed %s from the raft configuration\n", id)
@@ -327,6 +339,7 @@ func transferLeader(args []string, env func(string) (string, bool), stdout, stde
 	if len(c.args) == 1 {
 		path += "?id=" + url.QueryEscape(c.args[0])
 	}
+	path = c.withShard(path)
 	var res struct {
 		Leader string `json:"leader"`
 		Moved  *bool  `json:"moved"` // nil from a node that does not say
@@ -344,6 +357,18 @@ func transferLeader(args []string, env func(string) (string, bool), stdout, stde
 	}
 	fmt.Fprintf(stdout, "leadership transferred: %s leads now\n", res.Leader)
 	return 0
+}
+
+// withShard adds the --shard of a raft command to path.
+func (c *opsCmd) withShard(path string) string {
+	if c.shard < 0 {
+		return path
+	}
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	return fmt.Sprintf("%s%sshard=%d", path, sep, c.shard)
 }
 
 // exitOf is the exit code of a command that ended with err.

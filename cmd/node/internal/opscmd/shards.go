@@ -80,7 +80,9 @@ func nodeCommand(args []string, env func(string) (string, bool), stdout, stderr 
 		path += "&undo=1"
 	}
 	var res struct {
-		Draining bool `json:"draining"`
+		Draining bool  `json:"draining"`
+		Holds    []int `json:"holds"`  // nil from a node that does not say
+		Fenced   []int `json:"fenced"` // shards a recovery fenced the node off
 	}
 	if done, err := c.call(http.MethodPost, path, &res); done || err != nil {
 		return exitOf(c, err)
@@ -89,6 +91,30 @@ func nodeCommand(args []string, env func(string) (string, bool), stdout, stderr 
 		fmt.Fprintf(stdout, "%s may hold replicas again; the cluster moves some back to it\n", id)
 		return 0
 	}
+	if res.Holds != nil && len(res.Holds) == 0 {
+		fmt.Fprintf(stdout, "%s holds no replica: nothing to move", id)
+		if len(res.Fenced) > 0 {
+			fmt.Fprintf(stdout, " (a recovery cut it off shard %s; it holds their old files until they are removed)", intList(res.Fenced))
+		}
+		fmt.Fprintln(stdout)
+		return 0
+	}
 	fmt.Fprintf(stdout, "draining %s: its replicas and leadership move to the other nodes; `rookery shards` shows when none is left\n", id)
 	return 0
+}
+
+// intList renders ints as "1, 2 and 3".
+func intList(is []int) string {
+	var b strings.Builder
+	for i, v := range is {
+		switch {
+		case i == 0:
+		case i == len(is)-1:
+			b.WriteString(" and ")
+		default:
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, v)
+	}
+	return b.String()
 }

@@ -29,7 +29,7 @@ func BenchmarkPipelineMAdd(b *testing.B) {
 	chunks := envInts("CLIENTBENCH_CHUNK", []int{1000, 5000})
 	inflight := envInts("CLIENTBENCH_INFLIGHT", []int{8, 32})
 	for _, nodes := range envInts("CLIENTBENCH_NODES", []int{1, 3}) {
-		cl, err := nodeproc.StartCluster(binary, b.TempDir(), nodes)
+		cl, err := nodeproc.StartCluster(rookery(b), b.TempDir(), nodes)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -25,7 +26,24 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// No binary and no nodes: the tests that need them skip, and the
+		// examples, which print what real nodes answer, are left out.
+		_ = flag.Set("test.skip", "^Example")
+		os.Exit(m.Run())
+	}
 	os.Exit(nodeproc.RunTests(withExampleNodes{m}, false, &binary))
+}
+
+// rookery is the binary for a test that drives real nodes; with -short such a
+// test is skipped.
+func rookery(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this test drives the rookery binary as real processes")
+	}
+	return binary
 }
 
 var bg = context.Background()
@@ -33,7 +51,7 @@ var bg = context.Background()
 func singleNode(t *testing.T, extra ...string) *nodeproc.Proc {
 	t.Helper()
 	args := append([]string{"--id", "n1", "--data-dir", t.TempDir(), "--bootstrap-expect", "1"}, nodeproc.EphemeralAddrs()...)
-	p, err := nodeproc.Start(binary, nil, append(args, extra...)...)
+	p, err := nodeproc.Start(rookery(t), nil, append(args, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +295,7 @@ func TestExactlyOnceAcrossLostReplies(t *testing.T) {
 // killed, each lands exactly once, and every acknowledged one is readable on
 // every node.
 func TestFailover(t *testing.T) {
-	cl, err := nodeproc.StartCluster(binary, t.TempDir(), 3)
+	cl, err := nodeproc.StartCluster(rookery(t), t.TempDir(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func TestDeadNodeUnavailable(t *testing.T) {
 // TestDeadClusterUnavailable: with all three nodes of a cluster dead, a write
 // tries each once and fails with ErrUnavailable naming all three.
 func TestDeadClusterUnavailable(t *testing.T) {
-	cl, err := nodeproc.StartCluster(binary, t.TempDir(), 3)
+	cl, err := nodeproc.StartCluster(rookery(t), t.TempDir(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}

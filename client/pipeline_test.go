@@ -100,7 +100,7 @@ func TestPipelineAcrossLostReply(t *testing.T) {
 // killed; afterwards every surviving node holds each acknowledged item once,
 // and nothing else but the writes whose outcome was reported unknown.
 func TestPipelineFailover(t *testing.T) {
-	cl, err := nodeproc.StartCluster(binary, t.TempDir(), 3)
+	cl, err := nodeproc.StartCluster(rookery(t), t.TempDir(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,7 +112,7 @@ func commandCounts(m *nodeproc.Member) (map[string]int, error) {
 // that runs it).
 func TestShardedClusterRoutesDirectly(t *testing.T) {
 	const nodes, shards, keys = 3, 3, 1000
-	cl, err := nodeproc.StartCluster(binary, t.TempDir(), nodes, "--shards", strconv.Itoa(shards), "--replicas", "2")
+	cl, err := nodeproc.StartCluster(rookery(t), t.TempDir(), nodes, "--shards", strconv.Itoa(shards), "--replicas", "2")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,12 +19,12 @@ func secureCluster(t *testing.T, n int) (*nodeproc.Cluster, nodeproc.Security) {
 	for i := range names {
 		names[i] = fmt.Sprint("n", i+1)
 	}
-	if err := nodeproc.MakeCerts(binary, filepath.Join(dir, "certs"), names...); err != nil {
+	if err := nodeproc.MakeCerts(rookery(t), filepath.Join(dir, "certs"), names...); err != nil {
 		t.Fatal(err)
 	}
 	sec := nodeproc.Security{CertDir: filepath.Join(dir, "certs"), GossipKey: "MDEyMzQ1Njc4OWFiY2RlZg==",
 		Password: "pw", RESPTLS: true, HTTPTLS: true}
-	cl, err := nodeproc.StartSecureCluster(binary, filepath.Join(dir, "data"), n, sec)
+	cl, err := nodeproc.StartSecureCluster(rookery(t), filepath.Join(dir, "data"), n, sec)
 	if err != nil {
 		t.Fatal(err)
 	}

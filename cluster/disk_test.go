@@ -69,6 +69,7 @@ func (v *fullDisk) attach(n *Node) {
 // linearizable reads go on, the status says why, and writes resume by
 // themselves once there is room. Every acknowledged write is there.
 func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
+	skipShort(t)
 	tc := &testCluster{t: t, faults: NewFaults()}
 	cfg := tc.config("n1")
 	cfg.BootstrapExpect = 1

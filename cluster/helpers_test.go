@@ -75,9 +75,18 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
+// skipShort skips, with -short, a test that runs real nodes.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this test runs Raft nodes on real TCP")
+	}
+}
+
 // newTestCluster starts n nodes that bootstrap together.
 func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 	t.Helper()
+	skipShort(t)
 	tc := &testCluster{t: t, faults: NewFaults(), raft: map[string]*addrBox{}}
 	var first string
 	for i := 0; i < n; i++ {

@@ -134,6 +134,7 @@ func checkArtifacts(t *testing.T, dir string, s summary) {
 // artifacts, the nodes' data and logs with them, in a temporary directory and
 // exits with the code of that check.
 func TestFailedRunKeepsNodes(t *testing.T) {
+	skipShort(t)
 	bin, err := nodeproc.Build(t.TempDir(), false)
 	if err != nil {
 		t.Fatal(err)

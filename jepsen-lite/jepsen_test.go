@@ -226,6 +226,7 @@ func TestOracleFindsCollisions(t *testing.T) {
 // text and once secured with TLS everywhere; then five nodes of four shards,
 // whose replicas move and drain as well.
 func TestRunWithFaults(t *testing.T) {
+	skipShort(t)
 	dir := t.TempDir()
 	bin, err := nodeproc.Build(dir, false)
 	if err != nil {

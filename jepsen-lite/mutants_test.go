@@ -46,6 +46,7 @@ var (
 
 // binaries builds the real node and the one with mutants, once per test run.
 func binaries(t *testing.T) (real, mutants string) {
+	skipShort(t)
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "jepsen-lite-bins-")
 		if err != nil {
@@ -65,6 +66,14 @@ func binaries(t *testing.T) (real, mutants string) {
 }
 
 var binDir string
+
+// skipShort skips, with -short, a test that runs real nodes.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this test runs real nodes")
+	}
+}
 
 func TestMain(m *testing.M) {
 	code := m.Run()

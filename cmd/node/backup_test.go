@@ -25,7 +25,7 @@ import (
 // it printed and its exit code.
 func runSnapshot(t *testing.T, env []string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"snapshot"}, args...)...)
+	cmd := exec.Command(bin(t), append([]string{"snapshot"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	done := make(chan struct{})
 	defer close(done)
@@ -85,7 +85,7 @@ func refuses(t *testing.T, env []string, args []string, want ...string) {
 func TestBackupRestoreEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	certDir := filepath.Join(dir, "certs")
-	if err := nodeproc.MakeCerts(binary, certDir, "n1", "n2", "n3", "n4"); err != nil {
+	if err := nodeproc.MakeCerts(bin(t), certDir, "n1", "n2", "n3", "n4"); err != nil {
 		t.Fatal(err)
 	}
 	sec := nodeproc.Security{CertDir: certDir, GossipKey: base64.StdEncoding.EncodeToString([]byte("0123456789abcdef")),
@@ -93,7 +93,7 @@ func TestBackupRestoreEndToEnd(t *testing.T) {
 	ca := filepath.Join(certDir, "ca.pem")
 	env := []string{"ROOKERY_REQUIREPASS=" + sec.Password}
 	start := func(name string) *localCluster {
-		c, err := nodeproc.StartSecureCluster(binary, filepath.Join(dir, name), 3, sec, "--log-level", "debug")
+		c, err := nodeproc.StartSecureCluster(bin(t), filepath.Join(dir, name), 3, sec, "--log-level", "debug")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,7 @@ type localCluster struct {
 // startCluster starts n nodes that bootstrap together and waits for them.
 func startCluster(t *testing.T, n int) *localCluster {
 	t.Helper()
-	c, err := nodeproc.StartCluster(binary, t.TempDir(), n, "--log-level", "debug")
+	c, err := nodeproc.StartCluster(bin(t), t.TempDir(), n, "--log-level", "debug")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestClusterMembership(t *testing.T) {
 // read; the majority elects a new leader and serves; healed, the old leader
 // catches up.
 func TestClusterPartitionedLeader(t *testing.T) {
-	cl, err := nodeproc.StartCluster(binary, t.TempDir(), 3, "--fault-injection", "--log-level", "debug")
+	cl, err := nodeproc.StartCluster(bin(t), t.TempDir(), 3, "--fault-injection", "--log-level", "debug")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,12 +70,12 @@ func TestFlippedBitInTheLog(t *testing.T) {
 	if m == nil || !strings.Contains(err.Error(), "--truncate-at "+m[1]) || !strings.Contains(err.Error(), "10 entries holding 9 writes (and 1 entry too damaged to count)") {
 		t.Fatalf("start on a damaged log: %v", err)
 	}
-	out, err := exec.Command(binary, "recover", "--data-dir", dir, "--id", "n1", "--check").CombinedOutput()
+	out, err := exec.Command(bin(t), "recover", "--data-dir", dir, "--id", "n1", "--check").CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "corrupt log entry at index "+m[1]) {
 		t.Fatalf("recover --check: %v\n%s", err, out)
 	}
-	out, err = exec.Command(binary, "recover", "--data-dir", dir, "--id", "n1", "--truncate-at", m[1]).CombinedOutput()
+	out, err = exec.Command(bin(t), "recover", "--data-dir", dir, "--id", "n1", "--truncate-at", m[1]).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "deleted log entries "+m[1]+"..") || !strings.Contains(string(out), "holding 9 writes, and 1 of them too damaged to read") ||
 		!strings.Contains(string(out), `"users": 9 writes lost`) {
 		t.Fatalf("recover --truncate-at: %v\n%s", err, out)
@@ -123,7 +123,7 @@ func TestRecoverCommandRejoins(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "rookery recover --data-dir "+f.Dir) {
 		t.Fatalf("start of the damaged follower: %v", err)
 	}
-	out, err := exec.Command(binary, "recover", "--data-dir", f.Dir, "--id", f.ID).CombinedOutput()
+	out, err := exec.Command(bin(t), "recover", "--data-dir", f.Dir, "--id", f.ID).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "moved the log and snapshots to") {
 		t.Fatalf("rookery recover: %v\n%s", err, out)
 	}

@@ -25,7 +25,7 @@ import (
 // and how long it ran; it fails the test if the binary runs past 30 s.
 func runQuick(t *testing.T, env []string, args ...string) (int, string, time.Duration) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(bin(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -105,7 +105,7 @@ func TestDataDirOwnedAndLocked(t *testing.T) {
 // buildCommit is the commit the binary reports: what `rookery version` says.
 func buildCommit(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command(binary, "version").Output()
+	out, err := exec.Command(bin(t), "version").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestSignalWhileStarting(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "rejoin.json"), rj, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, append([]string{"--id", "n1", "--data-dir", dir}, nodeproc.EphemeralAddrs()...)...)
+	cmd := exec.Command(bin(t), append([]string{"--id", "n1", "--data-dir", dir}, nodeproc.EphemeralAddrs()...)...)
 	var logs lockedBuffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
@@ -223,14 +223,14 @@ func TestFlagMistakesFailFast(t *testing.T) {
 // lists the commands and the flags by group with their environment names.
 func TestVersionAndHelp(t *testing.T) {
 	for _, args := range [][]string{{"--version"}, {"version"}} {
-		out, err := exec.Command(binary, args...).Output()
+		out, err := exec.Command(bin(t), args...).Output()
 		lines := strings.Split(string(out), "\n")
 		if err != nil || len(lines) != 4 || lines[0] != "rookery "+version || !strings.HasPrefix(lines[1], "commit  ") ||
 			len(lines[1]) <= len("commit  ") || lines[2] != "go      "+runtime.Version() {
 			t.Errorf("rookery %v: %v %q", args, err, out)
 		}
 	}
-	out, err := exec.Command(binary, "-h").Output()
+	out, err := exec.Command(bin(t), "-h").Output()
 	help := string(out)
 	if err != nil {
 		t.Fatalf("-h: %v", err)

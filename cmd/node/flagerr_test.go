@@ -20,7 +20,7 @@ func runBin(t *testing.T, env []string, args ...string) (int, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd := exec.CommandContext(ctx, bin(t), args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ROOKERY_") || strings.HasPrefix(kv, "ROOKERY_TEST_") {
 			cmd.Env = append(cmd.Env, kv)

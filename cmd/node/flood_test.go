@@ -24,6 +24,9 @@ import (
 // The binary is built without the race detector, whose shadow memory would
 // swamp the figure.
 func TestStrangersCannotStarveTheNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: ten thousand connections to a real node")
+	}
 	const strangers = 10000
 	raiseOpenFiles(t, strangers+2000)
 	dir := t.TempDir()

@@ -22,7 +22,7 @@ import (
 // alive, and with --dead-server-timeout 5s the live seed is never removed
 // (watched for three times that).
 func TestSeedRestartHeals(t *testing.T) {
-	c, err := nodeproc.StartCluster(binary, t.TempDir(), 3, "--log-level", "debug", "--dead-server-timeout", "5s")
+	c, err := nodeproc.StartCluster(bin(t), t.TempDir(), 3, "--log-level", "debug", "--dead-server-timeout", "5s")
 	if err != nil {
 		t.Fatal(err)
 	}

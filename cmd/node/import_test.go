@@ -32,7 +32,7 @@ func runImport(t *testing.T, stdin io.Reader, args ...string) (int, string, stri
 // stdout and stderr.
 func runTool(t *testing.T, name string, stdin io.Reader, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{name}, args...)...)
+	cmd := exec.Command(bin(t), append([]string{name}, args...)...)
 	cmd.Stdin = stdin
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -330,7 +330,7 @@ var resumeLine = regexp.MustCompile(`to resume, run the same command with --skip
 // it says to resume from.
 func interruptImport(t *testing.T, sig syscall.Signal, args ...string) int {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"import", "--progress", "log", "--log-every", "50ms"}, args...)...)
+	cmd := exec.Command(bin(t), append([]string{"import", "--progress", "log", "--log-every", "50ms"}, args...)...)
 	var out strings.Builder
 	cmd.Stdout = &out
 	stderr, err := cmd.StderrPipe()
@@ -458,7 +458,7 @@ func TestImportResume(t *testing.T) {
 // without the certificate.
 func TestImportTLS(t *testing.T) {
 	dir := t.TempDir()
-	if err := nodeproc.MakeCerts(binary, dir, "n1", "app"); err != nil {
+	if err := nodeproc.MakeCerts(bin(t), dir, "n1", "app"); err != nil {
 		t.Fatal(err)
 	}
 	sec := nodeproc.Security{CertDir: dir, GossipKey: base64.StdEncoding.EncodeToString(make([]byte, 16)),

@@ -121,6 +121,9 @@ var (
 // megabytes through a node, which it slows sixfold.
 func plainBinary(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this test drives the rookery binary as real processes")
+	}
 	plainOnce.Do(func() {
 		dir := filepath.Join(filepath.Dir(binary), "plain")
 		if plainErr = os.MkdirAll(dir, 0o755); plainErr == nil {

@@ -214,7 +214,7 @@ func TestMigrateHostileSource(t *testing.T) {
 					}
 					return answer(args, w)
 				})
-				cmd := exec.Command(binary, "migrate", "--from", "redis://"+src, "--to", target, "--quiet")
+				cmd := exec.Command(bin(t), "migrate", "--from", "redis://"+src, "--to", target, "--quiet")
 				var out strings.Builder
 				cmd.Stdout, cmd.Stderr = &out, &out
 				start := time.Now()

@@ -191,7 +191,7 @@ func TestBadFlagsFail(t *testing.T) {
 		{"--dev", "--gossip-key", "short"},
 		{"--dev", "--log-level", "loud"},
 	} {
-		out, err := exec.Command(binary, args...).CombinedOutput()
+		out, err := exec.Command(bin(t), args...).CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() == 0 || !strings.Contains(string(out), "rookery:") {
 			t.Errorf("%v: exit %v, output %q", args, err, out)
@@ -267,10 +267,10 @@ func TestHTTPFaces(t *testing.T) {
 // TestProbe: `rookery probe` is the container health check.
 func TestProbe(t *testing.T) {
 	p := devNode(t, t.TempDir())
-	if out, err := exec.Command(binary, "probe", "http://"+p.HTTP+"/readyz").CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin(t), "probe", "http://"+p.HTTP+"/readyz").CombinedOutput(); err != nil {
 		t.Fatalf("probe of a ready node: %v %s", err, out)
 	}
-	err := exec.Command(binary, "probe", "http://"+p.HTTP+"/nope").Run()
+	err := exec.Command(bin(t), "probe", "http://"+p.HTTP+"/nope").Run()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("probe of a 404: %v", err)

@@ -37,7 +37,7 @@ func tableRows(out string) []string {
 
 func startOpsCluster(t *testing.T) *nodeproc.Cluster {
 	t.Helper()
-	c, err := nodeproc.StartCluster(binary, t.TempDir(), 3)
+	c, err := nodeproc.StartCluster(bin(t), t.TempDir(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"os"
 	"syscall"
 	"testing"
@@ -18,7 +19,21 @@ import (
 
 var binary string
 
+// bin is the rookery binary for a test that drives it as real processes; with
+// -short such a test is skipped (go test -short runs the fast tests alone).
+func bin(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this test drives the rookery binary as real processes")
+	}
+	return binary
+}
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run()) // no binary: the tests that need one skip
+	}
 	os.Exit(nodeproc.RunTests(m, os.Getenv("ROOKERY_TEST_NORACE") == "", &binary))
 }
 
@@ -31,7 +46,7 @@ type proc struct {
 // startProc starts the binary with args and env entries added.
 func startProc(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	p, err := nodeproc.Start(binary, env, args...)
+	p, err := nodeproc.Start(bin(t), env, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

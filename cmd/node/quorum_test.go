@@ -47,7 +47,7 @@ func TestLostQuorumRecovery(t *testing.T) {
 		t.Fatalf("the survivor did not stop: %v\n%s", err, surv.Logs())
 	}
 
-	out, err := exec.Command(binary, "recover", "--data-dir", surv.Dir, "--peers", surv.ID).CombinedOutput()
+	out, err := exec.Command(bin(t), "recover", "--data-dir", surv.Dir, "--peers", surv.ID).CombinedOutput()
 	t.Logf("rookery recover --data-dir %s --peers %s\n%s", surv.Dir, surv.ID, out)
 	if err != nil {
 		t.Fatalf("recover: %v", err)

@@ -135,6 +135,9 @@ func mustHaveTools(t *testing.T, names ...string) {
 // stopping at the first command that fails), with no ROOKERY_ variables of
 // this process; every process it leaves behind is killed when the test ends.
 func runBash(t *testing.T, dir, script string, within time.Duration) (string, error) {
+	if testing.Short() {
+		t.Skip("-short: this test runs the README's blocks as real processes")
+	}
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
@@ -252,7 +255,7 @@ func countLines1(out string) int {
 // what the binary prints, import and all (issue 19, point 10).
 func TestReadmeHelpExcerpt(t *testing.T) {
 	excerpt := fencedAfter(t, readme(t), "The start of `bin/rookery -h`", "")
-	out, err := exec.Command(binary, "-h").Output()
+	out, err := exec.Command(bin(t), "-h").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +345,7 @@ func TestComposeRestartsAndToolsEnv(t *testing.T) {
 	script := "scripts/compose-env.sh >/dev/null\nset -a; . ./.env; set +a\n" +
 		"test \"$ROOKERY_PASSWORD\" = \"$ROOKERY_REQUIREPASS\" && test -n \"$ROOKERY_PASSWORD\"\n" +
 		"echo \"cacert=$ROOKERY_CACERT addr=$ROOKERY_ADDR\"\n" +
-		binary + " status 2>&1 || true\n"
+		bin(t) + " status 2>&1 || true\n"
 	out, err := runBash(t, dir, script, time.Minute)
 	if err != nil {
 		t.Fatalf("compose-env.sh and .env: %v\n%s", err, out)

@@ -33,7 +33,7 @@ import (
 // fails unless it exits 1 within ten seconds.
 func runFails(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(bin(t), args...)
 	done := make(chan struct{})
 	time.AfterFunc(10*time.Second, func() {
 		select {
@@ -56,7 +56,7 @@ func runFails(t *testing.T, args ...string) string {
 func TestSecureByDefault(t *testing.T) {
 	dir := t.TempDir()
 	certDir := filepath.Join(dir, "certs")
-	if err := nodeproc.MakeCerts(binary, certDir, "n1"); err != nil {
+	if err := nodeproc.MakeCerts(bin(t), certDir, "n1"); err != nil {
 		t.Fatal(err)
 	}
 	tlsFlags := []string{"--tls-ca", filepath.Join(certDir, "ca.pem"), "--tls-cert", filepath.Join(certDir, "n1.pem"),
@@ -118,7 +118,7 @@ func TestSecureByDefault(t *testing.T) {
 func TestTLSCommands(t *testing.T) {
 	dir := t.TempDir()
 	run := func(args ...string) error {
-		out, err := exec.Command(binary, append([]string{"tls"}, args...)...).CombinedOutput()
+		out, err := exec.Command(bin(t), append([]string{"tls"}, args...)...).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, out)
 		}
@@ -198,10 +198,10 @@ func TestTLSCommands(t *testing.T) {
 // certificate of the old kind it starts and warns how to re-issue it.
 func TestNodeRefusesOthersCertificates(t *testing.T) {
 	dir := t.TempDir()
-	if err := nodeproc.MakeCerts(binary, dir, "n2"); err != nil {
+	if err := nodeproc.MakeCerts(bin(t), dir, "n2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := nodeproc.MakeClientCert(binary, dir, "n1"); err != nil {
+	if err := nodeproc.MakeClientCert(bin(t), dir, "n1"); err != nil {
 		t.Fatal(err)
 	}
 	key := base64.StdEncoding.EncodeToString(make([]byte, 32))
@@ -247,12 +247,12 @@ func secureCluster(t *testing.T) (*localCluster, nodeproc.Security) {
 	t.Helper()
 	dir := t.TempDir()
 	certDir := filepath.Join(dir, "certs")
-	if err := nodeproc.MakeCerts(binary, certDir, "n1", "n2", "n3"); err != nil {
+	if err := nodeproc.MakeCerts(bin(t), certDir, "n1", "n2", "n3"); err != nil {
 		t.Fatal(err)
 	}
 	sec := nodeproc.Security{CertDir: certDir, GossipKey: base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")),
 		Password: "s3cret", RESPTLS: true, HTTPTLS: true}
-	c, err := nodeproc.StartSecureCluster(binary, filepath.Join(dir, "data"), 3, sec, "--log-level", "debug")
+	c, err := nodeproc.StartSecureCluster(bin(t), filepath.Join(dir, "data"), 3, sec, "--log-level", "debug")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +394,7 @@ func TestCertificateRotation(t *testing.T) {
 		return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
 	}
 	before := serial()
-	if out, err := exec.Command(binary, "tls", "cert", "--ca", sec.CertDir, "--name", "n1", "--out", sec.CertDir, "--force").CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin(t), "tls", "cert", "--ca", sec.CertDir, "--name", "n1", "--out", sec.CertDir, "--force").CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
 	if err := m.Signal(syscall.SIGHUP); err != nil {
@@ -430,17 +430,17 @@ func TestCertificateRotation(t *testing.T) {
 // certificate is a credential, while the probes stay open to anyone.
 func TestClientCertificates(t *testing.T) {
 	dir := t.TempDir()
-	if err := nodeproc.MakeCerts(binary, dir, "n1"); err != nil {
+	if err := nodeproc.MakeCerts(bin(t), dir, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := nodeproc.MakeClientCert(binary, dir, "app"); err != nil {
+	if err := nodeproc.MakeClientCert(bin(t), dir, "app"); err != nil {
 		t.Fatal(err)
 	}
 	other := filepath.Join(dir, "other")
-	if err := nodeproc.MakeCerts(binary, other); err != nil {
+	if err := nodeproc.MakeCerts(bin(t), other); err != nil {
 		t.Fatal(err)
 	}
-	if err := nodeproc.MakeClientCert(binary, other, "app"); err != nil {
+	if err := nodeproc.MakeClientCert(bin(t), other, "app"); err != nil {
 		t.Fatal(err)
 	}
 	sec := nodeproc.Security{CertDir: dir, GossipKey: base64.StdEncoding.EncodeToString(make([]byte, 16)), RESPTLS: true, HTTPTLS: true}

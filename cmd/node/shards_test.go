@@ -22,7 +22,7 @@ import (
 func startSharded(t *testing.T, n, shards, replicas int, extra ...string) *localCluster {
 	t.Helper()
 	args := append([]string{"--shards", fmt.Sprint(shards), "--replicas", fmt.Sprint(replicas)}, extra...)
-	c, err := nodeproc.StartCluster(binary, t.TempDir(), n, args...)
+	c, err := nodeproc.StartCluster(bin(t), t.TempDir(), n, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

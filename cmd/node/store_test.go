@@ -353,6 +353,7 @@ func grepLines(s, what string) string {
 // cluster shards all the same, every acknowledged write is readable, the map
 // group has five voters, and CLUSTER SLOTS names at least five masters.
 func TestShardedEarlyWritesStillShard(t *testing.T) {
+	rookery := bin(t)
 	dir := t.TempDir()
 	var procs []*nodeproc.Proc
 	var seed string
@@ -407,7 +408,7 @@ func TestShardedEarlyWritesStillShard(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := nodeproc.Start(binary, nil, args...)
+			p, err := nodeproc.Start(rookery, nil, args...)
 			if err != nil {
 				t.Errorf("start n%d: %v", i+1, err)
 				return

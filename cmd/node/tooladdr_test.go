@@ -112,10 +112,10 @@ func mustHaveFree(t *testing.T, ports ...int) {
 func TestToolsNameTheFlagThatFixesIt(t *testing.T) {
 	dir := t.TempDir()
 	certDir, otherDir := filepath.Join(dir, "certs"), filepath.Join(dir, "other")
-	if err := nodeproc.MakeCerts(binary, certDir, "n1"); err != nil {
+	if err := nodeproc.MakeCerts(bin(t), certDir, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := nodeproc.MakeCerts(binary, otherDir); err != nil {
+	if err := nodeproc.MakeCerts(bin(t), otherDir); err != nil {
 		t.Fatal(err)
 	}
 	sec := nodeproc.Security{CertDir: certDir, GossipKey: base64.StdEncoding.EncodeToString(make([]byte, 16)),

@@ -39,7 +39,7 @@ func TestRedeemAcrossFailover(t *testing.T) {
 	if testing.Short() {
 		n = min(n, 2000)
 	}
-	cl, err := nodeproc.StartCluster(rookeryBin, t.TempDir(), 3)
+	cl, err := nodeproc.StartCluster(rookery(t), t.TempDir(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,7 +28,21 @@ import (
 var rookeryBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run()) // no binary: the tests that need one skip
+	}
 	os.Exit(nodeproc.RunTests(m, false, &rookeryBin))
+}
+
+// rookery is the binary for a test that drives real nodes; with -short such a
+// test is skipped.
+func rookery(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this test drives the rookery binary as real processes")
+	}
+	return rookeryBin
 }
 
 var bg = context.Background()

@@ -20,7 +20,7 @@ import (
 // oneNode starts a one-node cluster on ports it keeps across a restart.
 func oneNode(t *testing.T) *nodeproc.Member {
 	t.Helper()
-	cl, err := nodeproc.StartCluster(rookeryBin, t.TempDir(), 1)
+	cl, err := nodeproc.StartCluster(rookery(t), t.TempDir(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

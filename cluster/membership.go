@@ -283,24 +283,11 @@ func (n *Node) warnEvery(key, msg string, args ...any) {
 // errWrongIdentity reports a Raft address that answers as another node.
 var errWrongIdentity = errors.New("the node at that address has another id")
 
-// verifyIdentity checks that the node answering at raftAddr is id: gossip alone
-// never makes a voter or moves a member's Raft address. With peer TLS the
-// answer comes over mutual TLS, so only a holder of a certificate from the
-// cluster CA can give it.
+// verifyIdentity checks that the node answering at raftAddr is id, and
+// returns what it says of its replica of group 0 (group.verify, for any
+// group).
 func (n *Node) verifyIdentity(id, raftAddr string) (peerStatus, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	ps, err := n.peerStatusOf(ctx, raftAddr)
-	if err != nil {
-		return ps, err
-	}
-	if ps.ID != id {
-		return ps, fmt.Errorf("%w: %s answers as %q, not %q", errWrongIdentity, raftAddr, ps.ID, id)
-	}
-	if name := n.peer(raftAddr).certName(); name != "" && name != id {
-		return ps, fmt.Errorf("%w: %s holds the certificate of %q, not %q", errWrongIdentity, raftAddr, name, id)
-	}
-	return ps, nil
+	return n.meta.verify(id, raftAddr)
 }
 
 // peerStatusOf asks a member about its Raft state (of group 0).
@@ -319,8 +306,12 @@ func (g *group) statusOf(ctx context.Context, raftAddr string) (peerStatus, erro
 	return ps, err
 }
 
-// verify checks that the node answering at raftAddr is id and holds a replica
-// of this group, and returns what it says of that replica.
+// verify checks that the node answering at raftAddr is id, and returns what
+// it says of its replica of this group: the one check of every membership
+// change of every group. Gossip alone never makes a voter or moves a
+// member's Raft address: the node at the address must answer as id, and with
+// peer TLS hold the certificate of id (the answer comes over mutual TLS, so
+// only a holder of a certificate from the cluster CA can give it).
 func (g *group) verify(id, raftAddr string) (peerStatus, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -330,6 +321,9 @@ func (g *group) verify(id, raftAddr string) (peerStatus, error) {
 	}
 	if ps.ID != id {
 		return ps, fmt.Errorf("%w: %s answers as %q, not %q", errWrongIdentity, raftAddr, ps.ID, id)
+	}
+	if name := g.n.peer(raftAddr).certName(); name != "" && name != id {
+		return ps, fmt.Errorf("%w: %s holds the certificate of %q, not %q", errWrongIdentity, raftAddr, name, id)
 	}
 	return ps, nil
 }

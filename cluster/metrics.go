@@ -108,16 +108,29 @@ func newMetrics(n *Node, reg *prometheus.Registry) *metrics {
 		gauge("rookery_filter_memory_bytes", "Memory held by all filters of this node (every shard it holds).", func() float64 {
 			return float64(n.Status().MemoryBytes)
 		}),
+		gauge("rookery_memory_reserved_bytes", "Filter memory admitted on this node for writes not yet applied (--max-memory counts it).", func() float64 {
+			return float64(n.budget.reservedBytes())
+		}),
 		gauge("rookery_filters", "Number of filters on this node (every shard it holds).", func() float64 {
 			return float64(n.Status().Filters)
 		}),
 		shardCollector{n},
-		gauge("rookery_filters_with_deadline", "Filters whose key has a deadline (EXPIRE).", func() float64 {
-			return float64(n.meta.fsm.Expires())
+		gauge("rookery_filters_with_deadline", "Filters whose key has a deadline (EXPIRE), on every shard this node holds.", func() float64 {
+			e := 0
+			for _, r := range n.Replicas() {
+				e += r.FSM().Expires()
+			}
+			return float64(e)
 		}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rookery_expired_keys_total",
-			Help: "Keys this node removed because their deadline passed."},
-			func() float64 { return float64(n.meta.fsm.ExpiredKeys()) }),
+			Help: "Keys this node removed because their deadline passed, on every shard it holds."},
+			func() float64 {
+				var e uint64
+				for _, r := range n.Replicas() {
+					e += r.FSM().ExpiredKeys()
+				}
+				return float64(e)
+			}),
 	)
 	return m
 }

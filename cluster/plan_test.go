@@ -55,6 +55,8 @@ func fmtActions(acts []action) []string {
 			out = append(out, "tell "+a.ID)
 		case actWarn:
 			out = append(out, "warn "+a.Key)
+		case actDemote:
+			out = append(out, "demote "+a.ID)
 		}
 	}
 	return out
@@ -214,6 +216,20 @@ func TestPlanMembership(t *testing.T) {
 		commit:    100,
 		maxVoters: 5,
 		want:      []string{"promote n4 at 36", "promote n5 at 36"},
+	}, {
+		name:      "voters capped: a surplus of voters is demoted, the highest ids first",
+		servers:   []raft.Server{voter("n1"), voter("n2"), voter("n3"), voter("n4"), voter("n5"), voter("n6"), voter("n7")},
+		members:   []member{alive("n1"), alive("n2"), alive("n3"), alive("n4"), alive("n5"), alive("n6"), alive("n7")},
+		maxVoters: 5,
+		want:      []string{"demote n7", "demote n6"},
+	}, {
+		name:      "voters capped: an unhealthy voter is demoted before a healthy one",
+		servers:   []raft.Server{voter("n1"), voter("n2"), voter("n3"), voter("n4"), voter("n5"), voter("n6")},
+		members:   []member{alive("n1"), dead("n2"), alive("n3"), alive("n4"), alive("n5"), alive("n6")},
+		goneSince: map[string]time.Duration{"n2": time.Second},
+		unreached: map[string]time.Duration{"n2": time.Second},
+		maxVoters: 5,
+		want:      []string{"demote n2"},
 	}, {
 		name:      "voters capped: a dead voter within the timeout keeps its seat",
 		servers:   []raft.Server{voter("n1"), voter("n2"), voter("n3"), voter("n4"), voter("n5"), nonvoter("n6")},

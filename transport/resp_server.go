@@ -260,6 +260,9 @@ type conn struct {
 	// replica the node holds).
 	scope Replica
 	rep   Replica
+	// reqCtx, when set, bounds what the connection waits for (a command
+	// forwarded here: the forwarding node's request); else the server's.
+	reqCtx context.Context
 
 	// The read barrier shared by a run of reads: valid until the connection
 	// submits a write or the batch ends, for one replica (barrierRep).
@@ -512,7 +515,7 @@ func (c *conn) drain() {
 	if len(c.pending) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.s.ctx, c.s.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx(), c.s.cfg.RequestTimeout)
 	defer cancel()
 	for i := range c.pending {
 		p := &c.pending[i]
@@ -550,6 +553,15 @@ func (c *conn) drain() {
 	c.pending = c.pending[:0]
 }
 
+// ctx is what bounds the connection's waits: its request's context, or the
+// server's.
+func (c *conn) ctx() context.Context {
+	if c.reqCtx != nil {
+		return c.reqCtx
+	}
+	return c.s.ctx
+}
+
 // submit queues a write: to the replica it runs on here (route.go), else
 // as the node routes it by key.
 func (c *conn) submit(cmd *fsm.Command) *cluster.Future {
@@ -574,7 +586,7 @@ func (c *conn) checkChunk(cmd *fsm.Command) *fsm.Result {
 		}
 		rep = r
 	}
-	if err := rep.ReadBarrier(c.s.ctx, cluster.ReadLinearizable); err != nil {
+	if err := rep.ReadBarrier(c.ctx(), cluster.ReadLinearizable); err != nil {
 		return nil
 	}
 	if err := rep.FSM().CheckLoadChunk(cmd); err != nil {
@@ -587,10 +599,10 @@ func (c *conn) checkChunk(cmd *fsm.Command) *fsm.Result {
 // or for a node-wide read every replica the node holds.
 func (c *conn) barrier() error {
 	if c.rep != nil {
-		return c.rep.ReadBarrier(c.s.ctx, c.sess.level)
+		return c.rep.ReadBarrier(c.ctx(), c.sess.level)
 	}
 	for _, r := range c.s.be.Replicas() {
-		if err := r.ReadBarrier(c.s.ctx, c.sess.level); err != nil {
+		if err := r.ReadBarrier(c.ctx(), c.sess.level); err != nil {
 			return err
 		}
 	}

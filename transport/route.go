@@ -191,9 +191,9 @@ func (c *conn) onShard(sh int, args [][]byte) ([]byte, error) {
 // onShardProto is onShard with the reply in RESP version proto.
 func (c *conn) onShardProto(sh int, args [][]byte, proto int) ([]byte, error) {
 	if rep, err := c.s.be.Replica(sh); err == nil {
-		return c.s.ExecShard(c.s.ctx, rep, args, proto, c.sess.level == cluster.ReadStale), nil
+		return c.s.ExecShard(c.ctx(), rep, args, proto, c.sess.level == cluster.ReadStale), nil
 	}
-	ctx, cancel := context.WithTimeout(c.s.ctx, c.s.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx(), c.s.cfg.RequestTimeout)
 	defer cancel()
 	return c.s.be.Forward(ctx, sh, args, proto, c.sess.level == cluster.ReadStale)
 }
@@ -352,7 +352,7 @@ func (s *Server) ExecShard(ctx context.Context, rep Replica, args [][]byte, prot
 	if readStale {
 		level = cluster.ReadStale
 	}
-	c := &conn{s: s, scope: rep, sess: session{proto: proto, authed: true, level: level}}
+	c := &conn{s: s, scope: rep, reqCtx: ctx, sess: session{proto: proto, authed: true, level: level}}
 	c.sess.conn = c // INFO asks its connection which shard it runs for
 	c.exec([][][]byte{args})
 	return c.out

@@ -81,9 +81,6 @@ type nodeBudget struct {
 
 func newNodeBudget() *nodeBudget { return &nodeBudget{held: map[uint64]reservation{}} }
 
-// groupBytes reads a group's filter bytes (a state machine's MemoryBytes).
-type groupBytes func(gid int) uint64
-
 // usage is the node's total under the budget: each group counted as the
 // larger of what it holds and what it held when its oldest live reservation
 // was made plus what is reserved for it. b.mu must be held.

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -166,8 +165,6 @@ func (n *Node) kickShards() {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // shardAddrs lists where to send a request for shard s from a node that
 // holds no replica of it, best first: the Raft address of the node that

@@ -41,12 +41,11 @@ type group struct {
 
 	startIndex uint64 // last log index when the group started
 
-	prop       *proposer    // writes into log entries (proposer.go)
-	hold       *holdQueue   // writes waiting for a leader (hold.go)
-	reserved   atomic.Int64 // bytes admitted but not yet applied
-	reads      *reader      // the read index protocol (readindex.go)
-	leaderGate *gate        // read index rounds while leading
-	remoteGate *gate        // read index rounds asked of the leader
+	prop       *proposer  // writes into log entries (proposer.go)
+	hold       *holdQueue // writes waiting for a leader (hold.go)
+	reads      *reader    // the read index protocol (readindex.go)
+	leaderGate *gate      // read index rounds while leading
+	remoteGate *gate      // read index rounds asked of the leader
 
 	expireKick   chan struct{} // this node started to lead: look at deadlines (expire.go)
 	codecUsed    atomic.Uint32 // the codec version this node last wrote entries in as leader

@@ -134,13 +134,6 @@ func (t *reportTable) snapshot() map[string]received {
 	return out
 }
 
-// forget drops node id's report (it left the cluster).
-func (t *reportTable) forget(id string) {
-	t.mu.Lock()
-	delete(t.byID, id)
-	t.mu.Unlock()
-}
-
 // groupLeader is what the table says of group gid's leader: the report of a
 // node that says it leads gid, the one of the highest term if several do
 // (a deposed leader that has not heard yet). ok is false when no node says

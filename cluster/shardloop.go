@@ -290,14 +290,3 @@ func (n *Node) leadGroups(m *fsm.Map) {
 		g.exec().run(planGroup(v))
 	}
 }
-
-// raftAddrOf is member id's Raft address as gossip knows it ("" if unknown).
-func (n *Node) raftAddrOf(id string) string {
-	if id == n.cfg.ID {
-		return n.raftAdvertise
-	}
-	if md, ok := n.memberMeta(id); ok {
-		return md.Raft
-	}
-	return ""
-}

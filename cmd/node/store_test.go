@@ -336,17 +336,6 @@ func TestShardedStopAndLeave(t *testing.T) {
 	t.Logf("%d acknowledged writes, every one found", ws.check(t, observer))
 }
 
-// grepLines is the lines of s that contain what.
-func grepLines(s, what string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, what) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
 // TestShardedEarlyWritesStillShard: six nodes started together with --shards
 // 6 --replicas 3 while a client writes from the moment a port answers (as a
 // compose file starting the application beside the cluster does): the

@@ -58,6 +58,7 @@ type group struct {
 	raftDown  chan struct{} // closed once raft has shut down (await)
 	downOnce  sync.Once
 	layer     raftLayer // the group's Raft streams on the node's port
+	handle    *Replica  // the group's replica handle (replica.go)
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 }
@@ -75,6 +76,9 @@ func newGroup(n *Node, id int, dir string) *group {
 		raftDown:   make(chan struct{}),
 	}
 	g.hold = newHoldQueue(g.dispatch, holdFor(n.cfg), g.stop)
+	// Group g > 0 holds shard g-1 (group 0 holds the map); group 0 is shard 0
+	// of a cluster of one group.
+	g.handle = &Replica{n: n, g: g, shard: max(id-1, 0)}
 	cfg := n.cfg
 	opts := fsm.Options{SessionTTL: cfg.SessionTTL, Logger: cfg.Logger, MaxFormat: n.logFormat(), OnExpire: cfg.testOnExpire}
 	if id == 0 {

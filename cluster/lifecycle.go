@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/rookerydb/rookery/fsm"
 )
 
@@ -39,9 +41,10 @@ func (n *Node) Shutdown(ctx context.Context) error {
 // handOverAll hands the leadership of every group this node leads to another
 // voter of it, in parallel, and returns once each is done or ctx ends.
 func (n *Node) handOverAll(ctx context.Context, why string) {
+	live := n.liveness()
 	var wg sync.WaitGroup
 	for _, g := range n.openGroups() {
-		if g.raft == nil || !g.IsLeader() || g.voters() <= 1 {
+		if g.raft == nil || !g.IsLeader() || !g.canHandOver(live) {
 			continue
 		}
 		wg.Add(1)
@@ -58,6 +61,22 @@ func (n *Node) handOverAll(ctx context.Context, why string) {
 	case <-done:
 	case <-ctx.Done():
 	}
+}
+
+// canHandOver reports whether another voter of the group is alive to take
+// its leadership: a transfer to a dead one only waits out its timeout.
+func (g *group) canHandOver(live map[string]nodeLiveness) bool {
+	servers, err := latestServers(g.raft)
+	if err != nil {
+		return false
+	}
+	for _, s := range servers {
+		id := string(s.ID)
+		if s.Suffrage == raft.Voter && id != g.n.cfg.ID && live[id].State == liveAlive {
+			return true
+		}
+	}
+	return false
 }
 
 // handOver transfers the group's leadership to its most caught-up other

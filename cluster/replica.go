@@ -9,7 +9,9 @@ import (
 )
 
 // Replica is this node's replica of one shard: the handle a command holds
-// for as long as it runs (transport asks the store for it once). The store
+// for as long as it runs (transport asks the store for it once). Each group
+// has one handle, made when it opens: the same replica gives the same
+// pointer, so a run of reads on one shard shares a read barrier. The store
 // may close the group under it (the map moved the shard away); from then on
 // its methods answer ErrNotHosted, and its state machine still reads (the
 // last state it applied), so a command in flight never finds nil.
@@ -86,7 +88,7 @@ func (n *Node) Replica(s int) (*Replica, error) {
 		if s != 0 {
 			return nil, fmt.Errorf("%w: shard %d of a cluster of one", ErrNotHosted, s)
 		}
-		return &Replica{n: n, g: n.meta, shard: 0}, nil
+		return n.meta.handle, nil
 	}
 	if s < 0 || s >= m.Shards() || !n.wants(m, s) {
 		return nil, fmt.Errorf("%w: shard %d", ErrNotHosted, s)
@@ -95,14 +97,14 @@ func (n *Node) Replica(s int) (*Replica, error) {
 	if g == nil {
 		return nil, fmt.Errorf("%w: shard %d is not open here yet", ErrNotHosted, s)
 	}
-	return &Replica{n: n, g: g, shard: s}, nil
+	return g.handle, nil
 }
 
 // Replicas lists this node's replicas of the cluster's shards, by shard.
 func (n *Node) Replicas() []*Replica {
 	m := n.clusterMap()
 	if m == nil {
-		return []*Replica{{n: n, g: n.meta, shard: 0}}
+		return []*Replica{n.meta.handle}
 	}
 	var out []*Replica
 	for s := range m.Groups {

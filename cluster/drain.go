@@ -80,7 +80,7 @@ type ShardReport struct {
 
 // ReplicaState is what a replica's group says of itself.
 type ReplicaState struct {
-	State   string `json:"state"` // leader, follower, nonvoter, unreachable
+	State   string `json:"state"` // leader, follower, nonvoter, stopping, unreachable
 	Applied uint64 `json:"applied_index"`
 }
 
@@ -98,6 +98,7 @@ func (n *Node) ShardReports(ctx context.Context) ([]ShardReport, error) {
 	}
 	n.reports.put(n.localReport(), time.Now())
 	tab := n.reports.snapshot()
+	live := n.liveness()
 	now := time.Now()
 	infos := n.mappedShards(m)
 	out := make([]ShardReport, len(infos))
@@ -113,6 +114,15 @@ func (n *Node) ShardReports(ctx context.Context) ([]ShardReport, error) {
 			st := ReplicaState{State: "unreachable"}
 			rc, ok := tab[rep.ID]
 			gr, has := rc.r.group(gid)
+			switch l := live[rep.ID].State; {
+			case rep.ID == n.cfg.ID:
+			case l == liveStopping:
+				// Stopping, or leaving: what it last said of the group no
+				// longer holds, and a restart opens it again only later.
+				st.State, ok = "stopping", false
+			case l != liveAlive:
+				ok = false
+			}
 			if ok && has && now.Sub(rc.at) <= reportFresh {
 				st = ReplicaState{State: "follower", Applied: gr.Applied}
 				switch {

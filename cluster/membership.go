@@ -109,7 +109,8 @@ func (n *Node) noteMember(m *memberlist.Node, gone bool) {
 		}
 	}
 	n.memMu.Lock()
-	since := time.Now()
+	now := time.Now()
+	since := now
 	if old, ok := n.memTable[md.ID]; ok && old.state == state {
 		since = old.since
 	}
@@ -118,6 +119,11 @@ func (n *Node) noteMember(m *memberlist.Node, gone bool) {
 	n.memMu.Unlock()
 	if state == memberlist.StateAlive {
 		n.maybeFetchMap(md)
+		if since == now {
+			// A member new to this node, or back: it hears this node's
+			// report at once rather than at the next tick.
+			n.kickReport()
+		}
 	}
 	n.membershipChanged()
 }

@@ -190,6 +190,9 @@ func (n *Node) reportLoop() {
 	defer n.wg.Done()
 	tick := time.NewTicker(reportEvery)
 	defer tick.Stop()
+	// At once: a node started again replaces what its former process last
+	// said (its groups, before this one has opened them, are not there).
+	n.pushReport(nil)
 	for {
 		select {
 		case <-tick.C:

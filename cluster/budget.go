@@ -77,6 +77,9 @@ type nodeBudget struct {
 	mu   sync.Mutex
 	next uint64
 	held map[uint64]reservation
+	// engine is what the node's log engine holds in memory (its memtables
+	// and block cache, bounded by logengine.MemoryBytes); nil in tests.
+	engine func() uint64
 }
 
 func newNodeBudget() *nodeBudget { return &nodeBudget{held: map[uint64]reservation{}} }
@@ -106,6 +109,9 @@ func (b *nodeBudget) usage(now time.Time, groups map[int]uint64) (total uint64, 
 	}
 	for _, v := range perGroup {
 		total += v
+	}
+	if b.engine != nil {
+		total += b.engine()
 	}
 	return total, perGroup
 }
@@ -207,7 +213,8 @@ func (n *Node) reserveHere(gid int, needs []uint64) reserveAnswer {
 // MemoryUse is a node's filter memory under its budget.
 type MemoryUse struct {
 	Limit    uint64 // --max-memory, 0 for none
-	Used     uint64 // every replica's filters, and what admission reserved
+	Used     uint64 // every replica's filters, what admission reserved, and the log engine's memory
+	Engine   uint64 // the log engine's memtables and block cache (logstore.go)
 	Reserved uint64 // admitted writes not yet applied
 	// Shards is each of the node's shard replicas' share of Used, by shard.
 	Shards map[int]uint64
@@ -220,6 +227,9 @@ func (n *Node) Memory() MemoryUse {
 	total, per := n.budget.usage(time.Now(), n.groupsBytes())
 	n.budget.mu.Unlock()
 	mu := MemoryUse{Limit: n.cfg.MaxMemory, Used: total, Reserved: n.budget.reservedBytes(), Shards: map[int]uint64{}}
+	if n.budget.engine != nil {
+		mu.Engine = n.budget.engine()
+	}
 	m := n.clusterMap()
 	for gid, b := range per {
 		if m == nil || gid > 0 {

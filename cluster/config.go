@@ -24,7 +24,7 @@ type Config struct {
 	// ID names the node in the Raft configuration and in gossip; it must be unique
 	// and stable across restarts.
 	ID string
-	// DataDir holds the Raft log (raft.db) and snapshots.
+	// DataDir holds the Raft log engine (raftlog/) and snapshots.
 	DataDir string
 	// RaftAddr is where Raft and node-to-node requests listen (host:port; port 0
 	// picks a free port). Other nodes reach this node at RaftAdvertise, or at

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/rookerydb/rookery/fsm"
 )
@@ -24,11 +23,11 @@ import (
 // entry's index.
 func flipInEntry(t *testing.T, dataDir, needle string) uint64 {
 	t.Helper()
-	s, err := raftboltdb.NewBoltStore(filepath.Join(dataDir, "raft.db"))
+	s, err := openOffline(dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.close()
 	first, _ := s.FirstIndex()
 	last, _ := s.LastIndex()
 	for i := first; i <= last; i++ {
@@ -191,7 +190,7 @@ func TestRecoverRejoinsFromPeers(t *testing.T) {
 	if len(rj.Peers) != 2 {
 		t.Fatalf("peers %v", rj.Peers)
 	}
-	if _, err := os.Stat(filepath.Join(rj.Moved, "raft.db")); err != nil {
+	if _, err := os.Stat(filepath.Join(rj.Moved, logAside)); err != nil {
 		t.Fatalf("the damaged log was not kept: %v", err)
 	}
 	tc.start(f)
@@ -211,6 +210,75 @@ func TestRecoverRejoinsFromPeers(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, RejoinFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("rejoin marker left behind: %v", err)
+	}
+}
+
+// TestRecoverWithoutLogBounds: damage in the block of the log engine that
+// holds a follower's first entries (every entry, on a short log) leaves the
+// log without bounds. The node refuses to start, naming the rejoin; Recover
+// finds the peers in the members file (the configuration is unreadable),
+// rewrites the engine without the group, and the node rejoins with every
+// write.
+func TestRecoverWithoutLogBounds(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	_, l := tc.leader(10 * time.Second)
+	f := tc.followers()[0]
+	for i := 0; i < 20; i++ {
+		tc.mustWrite(bfAdd("k", fmt.Sprintf("before-%02d", i)))
+	}
+	eventually(t, 10*time.Second, "the follower to apply and record its peers", func() bool {
+		_, l = tc.leader(10 * time.Second)
+		return tc.nodes[f].meta.fsm.AppliedIndex() >= l.meta.fsm.AppliedIndex() && len(tc.nodes[f].heal.book.get().Peers) == 2
+	})
+	dir := tc.cfgs[f].DataDir
+	tc.crash(f)
+	flipInEngineFiles(t, dir, "before-10")
+	_, err := New(tc.cfgs[f])
+	var dmg *LogDamage
+	if !errors.As(err, &dmg) || dmg.Index != 0 || !strings.Contains(err.Error(), "rookery recover --data-dir "+dir) ||
+		strings.Contains(err.Error(), "--truncate-at") {
+		t.Fatalf("start of the follower whose log has no bounds: %v", err)
+	}
+	rj, err := Recover(dir, tc.cfgs[f].ID, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rj.Peers) != 2 {
+		t.Fatalf("peers %v", rj.Peers)
+	}
+	tc.start(f)
+	eventually(t, 30*time.Second, "the recovered node to be a voter again", func() bool {
+		_, l = tc.leader(10 * time.Second)
+		return l.meta.voters() == 3 && tc.nodes[f].Ready()
+	})
+	for i := 0; i < 20; i++ {
+		if !exists(t, tc.nodes[f], "k", fmt.Sprintf("before-%02d", i)) {
+			t.Fatalf("before-%02d missing on the recovered node", i)
+		}
+	}
+}
+
+// flipInEngineFiles flips one bit of every copy of needle in the tables of
+// a stopped node's log engine.
+func flipInEngineFiles(t *testing.T, dataDir, needle string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dataDir, EngineDir, "*.sst"))
+	n := 0
+	for _, path := range files {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.Index(b, []byte(needle)); i >= 0 {
+			b[i+len(needle)-1] ^= 0x01
+			n++
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no table of %s holds %q", dataDir, needle)
 	}
 }
 

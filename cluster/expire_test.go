@@ -228,7 +228,10 @@ func TestExpirySurvivesRestartAndSnapshotInstall(t *testing.T) {
 		return d == want && tc.nodes[lag].meta.fsm.Expires() >= 1
 	})
 	if st := tc.nodes[lag].meta.raft.Stats()["last_snapshot_index"]; st == "0" {
-		t.Fatal("the lagging node caught up without a snapshot")
+		f1, _ := l.meta.logs.FirstIndex()
+		f2, _ := tc.nodes[lag].meta.logs.FirstIndex()
+		l2, _ := tc.nodes[lag].meta.logs.LastIndex()
+		t.Fatalf("the lagging node caught up without a snapshot: leader log from %d; lagging node log %d..%d, raft %v, started at %d", f1, f2, l2, tc.nodes[lag].meta.raft.Stats(), tc.nodes[lag].meta.startIndex)
 	}
 	soon := x.agree(t, ids(tc), "soon")["soon"]
 

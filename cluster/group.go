@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,10 +12,9 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/rookerydb/rookery/fsm"
+	"github.com/rookerydb/rookery/internal/logengine"
 	"github.com/rookerydb/rookery/internal/mutant"
 )
 
@@ -35,8 +33,8 @@ type group struct {
 
 	fsm   *fsm.FSM
 	raft  *raft.Raft
-	store *raftboltdb.BoltStore
-	logs  raft.LogStore // the store behind a cache of recent entries
+	store *logengine.Log // the group's log and stable store in the node's engine (logstore.go)
+	logs  raft.LogStore  // the store behind a cache of recent entries
 	trans *pipelinedTransport
 
 	startIndex uint64 // last log index when the group started
@@ -155,13 +153,12 @@ func (g *group) close() error {
 			case <-time.After(closeTimeout):
 				g.log.Error("raft did not stop in time after its connections were closed; leaving it behind",
 					"waited", closeTimeout)
+				// It may still write its log: the node leaves the engine open.
+				g.n.engineInUse.Store(true)
 				return
 			}
 		}
 		g.wg.Wait()
-		if g.store != nil {
-			errs = append(errs, g.store.Close())
-		}
 	})
 	return errors.Join(errs...)
 }
@@ -181,17 +178,9 @@ func (g *group) startRaft(layer raft.StreamLayer) error {
 	rc.MaxAppendEntries = 256
 	rc.Logger = newHCLogger("raft", cfg.Logger)
 
-	// No freelist sync: bolt rebuilds its freelist when it opens instead of writing
-	// it on every commit, a page less per fsync (as Consul and Nomad run it).
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(g.dir, "raft.db"),
-		BoltOptions: &bbolt.Options{NoFreelistSync: true, FreelistType: bbolt.FreelistMapType, Timeout: 2 * time.Second},
-	})
-	if errors.Is(err, bbolt.ErrTimeout) {
-		return fmt.Errorf("open log store %s: another process holds it (is a node already running on this data directory?)", g.dir)
-	}
+	store, err := groupLog(g.n.engine, g.id, g.dir, g.log)
 	if err != nil {
-		return fmt.Errorf("open log store %s: %w", g.dir, err)
+		return err
 	}
 	g.store = store
 	snaps, err := newSnapStore(g.dir, 2, g.log.With("component", "snapshot"))

@@ -160,7 +160,16 @@ func (n *Node) closeGroup(id int, remove bool) error {
 	}
 	err := g.close()
 	if remove && err == nil {
-		err = os.RemoveAll(g.dir)
+		err = n.removeGroupFiles(id)
 	}
 	return err
+}
+
+// removeGroupFiles deletes group id's log from the engine and its directory
+// (snapshots, marks).
+func (n *Node) removeGroupFiles(id int) error {
+	if err := n.engine.Drop(uint32(id)); err != nil {
+		return fmt.Errorf("drop the log of group %d: %w", id, err)
+	}
+	return os.RemoveAll(n.groupDir(id))
 }

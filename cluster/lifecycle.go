@@ -126,6 +126,9 @@ func (n *Node) closeAll() error {
 		}()
 	}
 	wg.Wait()
+	if n.engine != nil && !n.engineInUse.Load() {
+		n.engineOnce.Do(func() { errs = append(errs, n.engine.Close()) })
+	}
 	if n.mux != nil {
 		errs = append(errs, n.mux.close())
 	}

@@ -111,6 +111,12 @@ func newMetrics(n *Node, reg *prometheus.Registry) *metrics {
 		gauge("rookery_memory_reserved_bytes", "Filter memory admitted on this node for writes not yet applied (--max-memory counts it).", func() float64 {
 			return float64(n.budget.reservedBytes())
 		}),
+		gauge("rookery_log_engine_memory_bytes", "Memory the node's log engine holds (memtables and block cache; --max-memory counts it).", func() float64 {
+			if n.budget.engine == nil {
+				return 0
+			}
+			return float64(n.budget.engine())
+		}),
 		gauge("rookery_filters", "Number of filters on this node (every shard it holds).", func() float64 {
 			return float64(n.Status().Filters)
 		}),

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/rookerydb/rookery/fsm"
+	"github.com/rookerydb/rookery/internal/logengine"
 )
 
 // Node is one Rookery server: a Raft voter (or non-voter) holding every filter,
@@ -30,6 +31,12 @@ type Node struct {
 	// cluster of one group it is also that group's only shard
 	// (docs/SHARDING.md).
 	meta *group
+	// engine holds the Raft log and stable store of every group on the
+	// node (logstore.go); engineInUse says a group's raft was left running
+	// at close, so the engine must stay open.
+	engine      *logengine.Engine
+	engineInUse atomic.Bool
+	engineOnce  sync.Once
 
 	cfg      Config
 	log      *slog.Logger
@@ -137,6 +144,13 @@ func New(c Config) (*Node, error) {
 	n.meta = newGroup(n, 0, cfg.DataDir)
 	n.metrics = newMetrics(n, cfg.Registry)
 	n.disk = newDisk(cfg.DataDir, n.log.With("component", "disk"))
+	if n.engine, err = openEngine(cfg.DataDir, n.log.With("component", "logengine")); err != nil {
+		if errors.Is(err, ErrInUse) {
+			err = fmt.Errorf("open log store %s: another process holds it (is a node already running on this data directory?)", cfg.DataDir)
+		}
+		return nil, err
+	}
+	n.budget.engine = n.engine.MemoryUse
 	if err := n.listen(); err != nil {
 		n.closeAll()
 		return nil, err

@@ -1,9 +1,12 @@
 package cluster
 
 import (
+	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,11 +14,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/rookerydb/rookery/fsm"
 	"github.com/rookerydb/rookery/internal/atomicfile"
+	"github.com/rookerydb/rookery/internal/logengine"
 )
 
 // Recovering a node whose log is damaged (see store.go for how damage is
@@ -54,24 +56,6 @@ type Peer struct {
 // ErrInUse reports a data directory a running node holds.
 var ErrInUse = errors.New("the data directory is in use: stop the node first")
 
-// openStore opens the log store of dataDir without waiting for a running node
-// to let go of it.
-func openStore(dataDir string) (*raftboltdb.BoltStore, error) {
-	path := filepath.Join(dataDir, "raft.db")
-	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("no log store in %s: %w", dataDir, err)
-	}
-	s, err := raftboltdb.New(raftboltdb.Options{Path: path,
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}})
-	if errors.Is(err, bbolt.ErrTimeout) {
-		return nil, fmt.Errorf("%w (%s)", ErrInUse, dataDir)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open log store %s: %w", dataDir, err)
-	}
-	return s, nil
-}
-
 func openSnapshots(dataDir string) (raft.SnapshotStore, error) {
 	return newSnapStore(dataDir, 2, slog.New(slog.DiscardHandler))
 }
@@ -79,16 +63,19 @@ func openSnapshots(dataDir string) (raft.SnapshotStore, error) {
 // CheckDataDir verifies the log of a stopped node's data directory the way the
 // node does at start: nil, or a *LogDamage.
 func CheckDataDir(dataDir, id string) error {
-	store, err := openStore(dataDir)
+	store, err := openOffline(dataDir)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer store.close()
 	snaps, err := openSnapshots(dataDir)
 	if err != nil {
 		return err
 	}
 	sc, err := scanLog(store, id)
+	if errors.Is(err, logengine.ErrDamaged) {
+		return &LogDamage{DataDir: dataDir, Reason: err.Error()}
+	}
 	if err != nil || len(sc.damaged) == 0 {
 		return err
 	}
@@ -110,18 +97,23 @@ func CheckDataDir(dataDir, id string) error {
 // aside and writes RejoinFile with the peers of its last configuration. It
 // refuses when the configuration has no other voter to recover from.
 func Recover(dataDir, id, reason string) (*Rejoin, error) {
-	store, err := openStore(dataDir)
+	store, err := openOffline(dataDir)
 	if err != nil {
 		return nil, err
 	}
-	sc, scanErr := scanLog(store, id)
-	store.Close()
-	if scanErr != nil {
-		return nil, scanErr
+	defer store.close()
+	sc, err := scanLog(store, id)
+	unbounded := errors.Is(err, logengine.ErrDamaged)
+	if err != nil && !unbounded {
+		return nil, err
 	}
-	conf := sc.lastConf
+	var conf raft.Configuration
+	var confIndex uint64
+	if !unbounded {
+		conf, confIndex = sc.lastConf, sc.lastConfIndex
+	}
 	if snaps, err := openSnapshots(dataDir); err == nil {
-		if metas, err := snaps.List(); err == nil && len(metas) > 0 && metas[0].ConfigurationIndex > sc.lastConfIndex {
+		if metas, err := snaps.List(); err == nil && len(metas) > 0 && metas[0].ConfigurationIndex > confIndex {
 			conf = metas[0].Configuration
 		}
 	}
@@ -131,6 +123,18 @@ func Recover(dataDir, id, reason string) (*Rejoin, error) {
 			rj.Peers = append(rj.Peers, Peer{ID: string(s.ID), Raft: string(s.Address)})
 		}
 	}
+	if len(rj.Peers) == 0 && unbounded {
+		// No configuration readable: the node's members file names the
+		// members of its last configuration.
+		var book peerBook
+		if err := book.load(store.dataDir); err == nil {
+			for _, p := range book.get().Peers {
+				if p.ID != id && p.Raft != "" {
+					rj.Peers = append(rj.Peers, Peer{ID: p.ID, Raft: p.Raft})
+				}
+			}
+		}
+	}
 	if len(rj.Peers) == 0 {
 		return nil, fmt.Errorf("%s holds no configuration with another voter to rejoin from: restore a backup, or truncate the log (rookery recover --truncate-at)", dataDir)
 	}
@@ -138,7 +142,15 @@ func Recover(dataDir, id, reason string) (*Rejoin, error) {
 	if err := os.MkdirAll(rj.Moved, 0o755); err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"raft.db", "snapshots"} {
+	// The log goes aside as a file of its stored entries (logFileAside),
+	// and out of the engine.
+	if err := writeLogAside(store.Log, filepath.Join(rj.Moved, logAside)); err != nil {
+		return nil, fmt.Errorf("move the log aside: %w", err)
+	}
+	if err := store.cut(0); err != nil {
+		return nil, fmt.Errorf("remove the damaged log: %w", err)
+	}
+	for _, name := range []string{"snapshots"} {
 		from := filepath.Join(dataDir, name)
 		if _, err := os.Stat(from); err != nil {
 			continue
@@ -167,11 +179,11 @@ type Truncation struct {
 // and reports what they held. The entries the newest snapshot covers need no
 // truncation: the node drops damaged ones itself.
 func Truncate(dataDir string, from uint64) (*Truncation, error) {
-	store, err := openStore(dataDir)
+	store, err := openOffline(dataDir)
 	if err != nil {
 		return nil, err
 	}
-	defer store.Close()
+	defer store.close()
 	first, _ := store.FirstIndex()
 	last, err := store.LastIndex()
 	if err != nil {
@@ -209,7 +221,7 @@ func Truncate(dataDir string, from uint64) (*Truncation, error) {
 			t.ByKey[c.Key]++
 		}
 	}
-	if err := store.DeleteRange(from, last); err != nil {
+	if err := store.cut(from); err != nil {
 		return nil, fmt.Errorf("truncate %d..%d: %w", from, last, err)
 	}
 	t.Remaining = from - 1
@@ -288,11 +300,11 @@ func RecoverPeers(dataDir, self string, peers []RecoveryPeer) (*Recovered, error
 	if len(peers) == 0 {
 		return nil, errors.New("no peers given")
 	}
-	store, err := openStore(dataDir)
+	store, err := openOffline(dataDir)
 	if err != nil {
 		return nil, err
 	}
-	defer store.Close()
+	defer store.close()
 	snaps, err := openSnapshots(dataDir)
 	if err != nil {
 		return nil, err
@@ -363,4 +375,32 @@ func RecoverPeers(dataDir, self string, peers []RecoveryPeer) (*Recovered, error
 		return nil, fmt.Errorf("recovered %s, but could not record whom the recovery left out: %w", dataDir, err)
 	}
 	return rc, nil
+}
+
+// logAside is the file Recover writes the moved log to, in the directory it
+// moves the snapshots to.
+const logAside = "raft-log.bin"
+
+// writeLogAside writes every stored entry of l, as stored (damaged ones
+// too), to path: per entry its index (8 bytes, big-endian), the length of
+// its value (4 bytes) and the value (logengine's encoding).
+func writeLogAside(l *logengine.Log, path string) error {
+	// A log whose bounds are damaged has nothing readable to write.
+	first, _ := l.FirstIndex()
+	last, _ := l.LastIndex()
+	return atomicfile.WriteFrom(path, 0o644, func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		var head [12]byte
+		for i := first; i <= last && last > 0; i++ {
+			v, err := l.Stored(i)
+			if err != nil {
+				continue
+			}
+			binary.BigEndian.PutUint64(head[:8], i)
+			binary.BigEndian.PutUint32(head[8:], uint32(len(v)))
+			bw.Write(head[:])
+			bw.Write(v)
+		}
+		return bw.Flush()
+	})
 }

@@ -263,7 +263,7 @@ func (n *Node) tendGroups(m *fsm.Map) {
 			n.kickReport()
 		case tendRemove:
 			n.log.Info("removing the files of a shard moved away from this node", "shard", s, "why", a.Why)
-			if err := os.RemoveAll(n.groupDir(a.Group)); err != nil {
+			if err := n.removeGroupFiles(a.Group); err != nil {
 				n.log.Warn("remove a moved shard's files", "shard", s, "err", err)
 			}
 		}

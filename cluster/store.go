@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/rookerydb/rookery/fsm"
+	"github.com/rookerydb/rookery/internal/logengine"
 )
 
 // What is on disk, and how it fails. bbolt checksums only its meta pages, so a
@@ -36,8 +37,9 @@ import (
 // LogDamage is a log that holds an entry it cannot read, after the newest
 // snapshot: the node must not start on it. It says what recovery loses.
 type LogDamage struct {
-	DataDir     string
-	Index       uint64 // the first damaged entry
+	DataDir string
+	Index   uint64 // the first damaged entry; 0 when the log's bounds could not be read
+
 	First, Last uint64 // the log's range
 	Reason      string
 	// After is what truncating the log at Index loses: entries Index..Last and
@@ -50,6 +52,15 @@ type LogDamage struct {
 
 func (d *LogDamage) Error() string {
 	var b strings.Builder
+	if d.Index == 0 {
+		// The bounds of the log could not be read: no truncation is possible.
+		fmt.Fprintf(&b, "corrupt log in %s: %s\n", d.DataDir, d.Reason)
+		b.WriteString("The node has not started, so nothing was lost yet. Ways out:\n")
+		fmt.Fprintf(&b, "  - rejoin from the peers (nothing a majority acknowledged is lost): rookery recover --data-dir %s,\n"+
+			"    then start the node as before; it leaves the configuration and rejoins with a snapshot from the leader\n", d.DataDir)
+		b.WriteString("  - restore a backup: rookery snapshot restore (see README, Backups)")
+		return b.String()
+	}
 	fmt.Fprintf(&b, "corrupt log entry at index %d in %s (log %d..%d): %s\n", d.Index, d.DataDir, d.First, d.Last, d.Reason)
 	b.WriteString("The node has not started, so nothing was lost yet. Ways out:\n")
 	if !d.SoleVoter {
@@ -160,6 +171,9 @@ func decodeConfiguration(b []byte) (c raft.Configuration, err error) {
 // lagging follower); damage after it is a *LogDamage.
 func checkLog(logs raft.LogStore, snaps raft.SnapshotStore, dataDir, self string, log *slog.Logger) error {
 	sc, err := scanLog(logs, self)
+	if errors.Is(err, logengine.ErrDamaged) {
+		return &LogDamage{DataDir: dataDir, Reason: err.Error()}
+	}
 	if err != nil || len(sc.damaged) == 0 {
 		return err
 	}

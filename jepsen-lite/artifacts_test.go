@@ -157,7 +157,7 @@ func TestFailedRunKeepsNodes(t *testing.T) {
 		if err != nil || !strings.Contains(string(b), "listening") {
 			t.Errorf("%s: no log kept (%v)", id, err)
 		}
-		if _, err := os.Stat(filepath.Join(out, "nodes", id, "data", "raft.db")); err != nil {
+		if _, err := os.Stat(filepath.Join(out, "nodes", id, "data", "raftlog", "CURRENT")); err != nil {
 			t.Errorf("%s: no data kept: %v", id, err)
 		}
 	}

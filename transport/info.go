@@ -182,6 +182,7 @@ func (s *Server) infoMemory(b *infoBuf) {
 	b.field("used_memory_dataset", used)
 	mu := s.be.Memory()
 	b.field("rookery_memory_reserved", mu.Reserved)
+	b.field("rookery_log_engine_memory", mu.Engine)
 	// Each shard replica's share of used_memory, a number per field as
 	// exporters read them.
 	for _, sh := range slices.Sorted(maps.Keys(mu.Shards)) {

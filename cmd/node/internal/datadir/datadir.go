@@ -56,7 +56,7 @@ func Claim(dir, id string, logger *slog.Logger) error {
 	case !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("data dir %s: %w", dir, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "raft.db")); err == nil {
+	if holdsLog(dir) {
 		logger.Info("data dir has no node id yet: recording this node's", "id", id, "file", path)
 	}
 	b, _ = json.Marshal(identity{NodeID: id})
@@ -82,4 +82,15 @@ func errInUse(dir string, pid int) error {
 		return fmt.Errorf("data dir %s in use by another process: stop it, or give this node another --data-dir", dir)
 	}
 	return fmt.Errorf("data dir in use by pid %d (%s): stop that process, or give this node another --data-dir", pid, dir)
+}
+
+// holdsLog says whether dir holds a node's Raft log: the log engine's
+// directory, or the raft.db of a release before it.
+func holdsLog(dir string) bool {
+	for _, name := range []string{"raftlog", "raft.db"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
 }

@@ -339,8 +339,20 @@ func (g *group) admitBatch(ctx context.Context, props []proposal, v byte) admiss
 	}
 	needs := make([]uint64, len(props))
 	any := false
+	// One growth per filter per batch: each add to a filter that is nearly
+	// full needs its next sub-filter, but a batch's adds to one filter grow
+	// it once in all but freak cases, which the cap stamped on the batch
+	// still holds to. Reserving the growth once per add made a fast stream
+	// of adds reserve gigabytes that were never allocated.
+	seen := map[string]bool{}
 	for i, p := range props {
 		needs[i] = g.fsm.NeedBytes(p.cmd)
+		if needs[i] > 0 && p.cmd.Op == fsm.OpAdd {
+			if seen[p.cmd.Key] {
+				needs[i] = 0
+			}
+			seen[p.cmd.Key] = true
+		}
 		any = any || needs[i] > 0
 	}
 	type answer struct {

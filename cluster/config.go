@@ -118,7 +118,7 @@ const (
 	DefaultHeartbeatTimeout   = 400 * time.Millisecond
 	DefaultElectionTimeout    = 400 * time.Millisecond
 	DefaultLeaderLeaseTimeout = 200 * time.Millisecond
-	DefaultCommitTimeout      = 5 * time.Millisecond
+	DefaultCommitTimeout      = 50 * time.Millisecond
 	DefaultDeadServerTimeout  = time.Hour
 	DefaultApplyTimeout       = 10 * time.Second
 	DefaultSnapshotThreshold  = 16384

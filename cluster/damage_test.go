@@ -432,10 +432,16 @@ func TestNewerEntryIsNotDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sc logScan
-	if why, _ := checkEntry(logs, 1, &sc); why != "" {
+	check := func(i uint64) string {
+		var l raft.Log
+		err := logs.GetLog(i, &l)
+		why, _ := checkEntry(i, &l, err, &sc)
+		return why
+	}
+	if why := check(1); why != "" {
 		t.Errorf("an intact newer entry read as damage: %s", why)
 	}
-	if why, _ := checkEntry(logs, 2, &sc); why == "" {
+	if why := check(2); why == "" {
 		t.Error("a damaged newer entry read as intact")
 	}
 	var damaged []uint64

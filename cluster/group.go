@@ -134,6 +134,7 @@ func (g *group) close() error {
 	var errs []error
 	g.closeOnce.Do(func() {
 		g.stopOnce.Do(func() { close(g.stop) })
+		g.n.hb.unregister(g.id)
 		var down raft.Future
 		if g.raft != nil {
 			down = g.raft.Shutdown()
@@ -208,7 +209,7 @@ func (g *group) startRaft(layer raft.StreamLayer) error {
 		MaxPool: 4,
 		Timeout: 5 * time.Second,
 		Logger:  newHCLogger("raft-net", cfg.Logger),
-	}))
+	}), g.n.hb, g.id)
 	last, err := store.LastIndex()
 	if err != nil {
 		return fmt.Errorf("read log store: %w", err)
@@ -224,6 +225,12 @@ func (g *group) startRaft(layer raft.StreamLayer) error {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	g.raft = r
+	if h := g.trans.heartbeatHandler(); h != nil {
+		g.n.hb.register(g.id, hbGroup{handle: h, state: func() (bool, raft.ServerAddress, uint64) {
+			addr, _ := r.LeaderWithID()
+			return r.State() == raft.Follower, addr, r.CurrentTerm()
+		}})
+	}
 	g.reads.r = r
 	return nil
 }

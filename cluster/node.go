@@ -37,6 +37,7 @@ type Node struct {
 	engine      *logengine.Engine
 	engineInUse atomic.Bool
 	engineOnce  sync.Once
+	hb          *heartbeats // heartbeats the node's groups share (heartbeats.go)
 
 	cfg      Config
 	log      *slog.Logger
@@ -127,6 +128,7 @@ func New(c Config) (*Node, error) {
 		peers:    make(map[string]*rpcClient),
 		memTable: make(map[string]member),
 		groups:   newGroupSet(),
+		hb:       newHeartbeats(min(heartbeatWindow, cfg.LeaderLeaseTimeout*3/4)),
 
 		shardKick:  make(chan struct{}, 1),
 		reportKick: make(chan struct{}, 1),

@@ -177,6 +177,11 @@ func (n *Node) handle(ctx context.Context, g *group, wg *sync.WaitGroup, op byte
 		go func() {
 			defer wg.Done()
 			idx, err := g.leaderGate.wait(ctx)
+			if err == nil && g.trans != nil {
+				// The asking follower waits for idx to commit there: tell it
+				// now rather than at the next append (pipelines.go).
+				g.trans.nudge(idx)
+			}
 			var out [8]byte
 			binary.BigEndian.PutUint64(out[:], idx)
 			reply(err, out[:])

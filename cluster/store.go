@@ -105,8 +105,8 @@ func scanLog(logs raft.LogStore, self string) (*logScan, error) {
 	if last == 0 {
 		return sc, nil
 	}
-	for i := first; i <= last; i++ {
-		why, writes := checkEntry(logs, i, sc)
+	readEntries(logs, first, last, func(i uint64, l *raft.Log, err error) {
+		why, writes := checkEntry(i, l, err, sc)
 		if why != "" {
 			sc.damaged = append(sc.damaged, i)
 			sc.reasons[i] = why
@@ -118,16 +118,32 @@ func scanLog(logs raft.LogStore, self string) (*logScan, error) {
 			}
 			sc.writes += writes
 		}
-	}
+	})
 	sc.soleVoter = len(sc.lastConf.Servers) == 1 && string(sc.lastConf.Servers[0].ID) == self
 	return sc, nil
 }
 
-// checkEntry reads entry i: why it is damaged ("" if it is not) and how many
-// writes it holds.
-func checkEntry(logs raft.LogStore, i uint64, sc *logScan) (why string, writes int) {
-	var l raft.Log
-	if err := logs.GetLog(i, &l); err != nil {
+// readEntries reads entries first..last in order, with one iterator when
+// the store can (the log engine: a point read per entry took seconds for a
+// long log), else one GetLog each.
+func readEntries(logs raft.LogStore, first, last uint64, fn func(i uint64, l *raft.Log, err error)) {
+	if s, ok := logs.(interface {
+		Scan(lo, hi uint64, fn func(uint64, *raft.Log, error))
+	}); ok {
+		s.Scan(first, last, fn)
+		return
+	}
+	for i := first; i <= last; i++ {
+		var l raft.Log
+		err := logs.GetLog(i, &l)
+		fn(i, &l, err)
+	}
+}
+
+// checkEntry looks at entry i as read (l, err): why it is damaged ("" if it
+// is not) and how many writes it holds.
+func checkEntry(i uint64, l *raft.Log, err error, sc *logScan) (why string, writes int) {
+	if err != nil {
 		return "unreadable: " + err.Error(), 0
 	}
 	if l.Index != i {
@@ -212,14 +228,14 @@ func checkLog(logs raft.LogStore, snaps raft.SnapshotStore, dataDir, self string
 // countFrom counts the entries, writes and unreadable entries of from..last.
 func countFrom(logs raft.LogStore, from, last uint64) (entries, writes, unreadable int) {
 	var sc logScan
-	for i := from; i <= last; i++ {
+	readEntries(logs, from, last, func(i uint64, l *raft.Log, err error) {
 		entries++
-		why, w := checkEntry(logs, i, &sc)
+		why, w := checkEntry(i, l, err, &sc)
 		if why != "" {
 			unreadable++
 		}
 		writes += w
-	}
+	})
 	return entries, writes, unreadable
 }
 

@@ -157,8 +157,8 @@ func TestFailedRunKeepsNodes(t *testing.T) {
 		if err != nil || !strings.Contains(string(b), "listening") {
 			t.Errorf("%s: no log kept (%v)", id, err)
 		}
-		if _, err := os.Stat(filepath.Join(out, "nodes", id, "data", "raftlog", "CURRENT")); err != nil {
-			t.Errorf("%s: no data kept: %v", id, err)
+		if m, _ := filepath.Glob(filepath.Join(out, "nodes", id, "data", "raftlog", "MANIFEST-*")); len(m) == 0 {
+			t.Errorf("%s: no data kept: no log engine in %s", id, filepath.Join(out, "nodes", id, "data"))
 		}
 	}
 }

@@ -104,7 +104,7 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.heartbeatTimeout, "heartbeat-timeout", 400*time.Millisecond, "Raft heartbeat timeout")
 	fs.DurationVar(&o.electionTimeout, "election-timeout", 400*time.Millisecond, "Raft election timeout")
 	fs.DurationVar(&o.leaderLeaseTimeout, "leader-lease-timeout", 200*time.Millisecond, "Raft leader lease timeout")
-	fs.DurationVar(&o.commitTimeout, "commit-timeout", 5*time.Millisecond, "Raft commit timeout")
+	fs.DurationVar(&o.commitTimeout, "commit-timeout", 50*time.Millisecond, "Raft commit timeout: how soon a follower learns of a commit when nothing else tells it (a read there asks the leader, which tells it at once)")
 	fs.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", 16384, "log entries between snapshots")
 	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", 30*time.Second, "how often to check whether to snapshot")
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", 10240, "log entries kept after a snapshot, so a lagging follower catches up without a snapshot install")

@@ -277,7 +277,7 @@ func TestShardedStopAndLeave(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := victim.WaitReady(30 * time.Second); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v\n%s", err, victim.Logs())
 		}
 	}
 

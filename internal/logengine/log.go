@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/raft"
@@ -42,7 +43,23 @@ type Log struct {
 	mu          sync.Mutex
 	first, last uint64
 	broken      error // the bounds could not be read: the block of the first or last entry is damaged
+
+	// Read-ahead for reads in index order (raft reads the whole log after
+	// its snapshot when it starts, one GetLog at a time): a read of the entry
+	// after the last one read fetches the next readAhead entries with one
+	// iterator. writes counts StoreLogs and DeleteRange calls; entries read
+	// while it changed are not kept.
+	ra struct {
+		sync.Mutex
+		lo, miss uint64
+		vals     [][]byte
+	}
+	writes   atomic.Uint64
+	raLoaded uint64 // writes when the read-ahead was filled (under ra)
 }
+
+// readAhead is how many entries a read in index order fetches at once.
+const readAhead = 256
 
 // FirstIndex returns the first index stored, or 0 when the log is empty.
 func (l *Log) FirstIndex() (uint64, error) {
@@ -61,6 +78,12 @@ func (l *Log) LastIndex() (uint64, error) {
 // GetLog reads entry index into out. It returns raft.ErrLogNotFound when the
 // entry is absent and an error wrapping ErrDamaged when it does not decode.
 func (l *Log) GetLog(index uint64, out *raft.Log) error {
+	if v := l.readAhead(index); v != nil {
+		if err := DecodeLog(index, v, out); err != nil {
+			return fmt.Errorf("group %d: %w", l.gid, err)
+		}
+		return nil
+	}
 	v, closer, err := l.e.db.Get(logKey(l.gid, index))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return raft.ErrLogNotFound
@@ -83,11 +106,52 @@ func (l *Log) StoreLog(entry *raft.Log) error {
 	return l.StoreLogs([]*raft.Log{entry})
 }
 
+// readAhead returns the stored value of entry index from the read-ahead,
+// fetching the next entries when index follows the last entry read; nil
+// when it has none.
+func (l *Log) readAhead(index uint64) []byte {
+	l.ra.Lock()
+	defer l.ra.Unlock()
+	if index >= l.ra.lo && index < l.ra.lo+uint64(len(l.ra.vals)) {
+		if w := l.writes.Load(); w == l.raLoaded {
+			return l.ra.vals[index-l.ra.lo]
+		}
+		l.ra.vals = nil
+	}
+	sequential := index == l.ra.miss+1
+	l.ra.miss = index
+	if !sequential {
+		return nil
+	}
+	w := l.writes.Load()
+	start, end := l.span(index, index+readAhead-1)
+	it, err := l.e.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	if err != nil {
+		return nil
+	}
+	var vals [][]byte
+	for ok := it.First(); ok && indexOf(it.Key()) == index+uint64(len(vals)); ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			break
+		}
+		vals = append(vals, append([]byte(nil), v...))
+	}
+	if it.Close() != nil || len(vals) == 0 || l.writes.Load() != w {
+		return nil
+	}
+	l.ra.lo, l.ra.vals, l.raLoaded = index, vals, w
+	return vals[0]
+}
+
 // StoreLogs stores entries in one batch committed with pebble.Sync.
 func (l *Log) StoreLogs(entries []*raft.Log) error {
 	if len(entries) == 0 {
 		return nil
 	}
+	// Before and after: a read-ahead that overlaps the write is not kept.
+	l.writes.Add(1)
+	defer l.writes.Add(1)
 	b := l.e.db.NewBatch()
 	defer b.Close()
 	key := logKey(l.gid, 0)
@@ -115,6 +179,8 @@ func (l *Log) DeleteRange(lo, hi uint64) error {
 	if lo > hi {
 		return nil
 	}
+	l.writes.Add(1)
+	defer l.writes.Add(1)
 	b := l.e.db.NewBatch()
 	defer b.Close()
 	start, end := l.span(lo, hi)
@@ -310,6 +376,8 @@ func (l *Log) Stored(index uint64) ([]byte, error) {
 // Overwrite stores raw as the value of entry index, synced. It is a test
 // hook to simulate damage.
 func (l *Log) Overwrite(index uint64, raw []byte) error {
+	l.writes.Add(1)
+	defer l.writes.Add(1)
 	if err := l.e.db.Set(logKey(l.gid, index), raw, pebble.Sync); err != nil {
 		return err
 	}
@@ -330,6 +398,7 @@ func (l *Log) widen(lo, hi uint64) {
 // loadBounds reads the first and last index of the group from the
 // database into the cache.
 func (l *Log) loadBounds() error {
+	l.writes.Add(1) // after a Drop, Import or Rewrite: the read-ahead goes
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := groupPrefix(kindLog, l.gid)
@@ -368,4 +437,54 @@ func indexOf(key []byte) uint64 {
 func firstLine(err error) string {
 	msg, _, _ := strings.Cut(err.Error(), "\n")
 	return msg
+}
+
+// Scan reads entries lo to hi in order with one iterator and calls fn for
+// each index: with the entry, or with raft.ErrLogNotFound for a missing one,
+// or an error wrapping ErrDamaged for one that does not decode. Once the
+// iterator fails (a damaged block), the rest are read one by one, so that
+// each index still gets its own answer.
+func (l *Log) Scan(lo, hi uint64, fn func(index uint64, entry *raft.Log, err error)) {
+	if lo == 0 || lo > hi {
+		return
+	}
+	start, end := l.span(lo, hi)
+	next := lo
+	it, err := l.e.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	if err == nil {
+		for ok := it.First(); ok && next <= hi; ok = it.Next() {
+			idx := indexOf(it.Key())
+			for ; next < idx && next <= hi; next++ {
+				fn(next, nil, raft.ErrLogNotFound)
+			}
+			if idx != next {
+				continue
+			}
+			v, verr := it.ValueAndErr()
+			if verr != nil {
+				break
+			}
+			var entry raft.Log
+			if derr := DecodeLog(idx, v, &entry); derr != nil {
+				fn(idx, nil, fmt.Errorf("group %d: %w", l.gid, derr))
+			} else {
+				fn(idx, &entry, nil)
+			}
+			next++
+		}
+		if it.Error() == nil {
+			for ; next <= hi; next++ {
+				fn(next, nil, raft.ErrLogNotFound)
+			}
+		}
+		it.Close()
+	}
+	for ; next <= hi; next++ {
+		var entry raft.Log
+		if err := l.GetLog(next, &entry); err != nil {
+			fn(next, nil, err)
+		} else {
+			fn(next, &entry, nil)
+		}
+	}
 }

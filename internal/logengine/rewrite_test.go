@@ -172,3 +172,82 @@ func (h *holeyStore) GetLog(i uint64, l *raft.Log) error {
 	}
 	return h.LogStore.GetLog(i, l)
 }
+
+// Scan gives every index its own answer: the entry, not found, or damaged.
+func TestScan(t *testing.T) {
+	e := openEngine(t, t.TempDir())
+	l := group(t, e, 3)
+	for i := uint64(1); i <= 10; i++ {
+		if err := l.StoreLog(entry(3, i, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.DeleteRange(5, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Overwrite(7, []byte{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	next := uint64(2)
+	l.Scan(2, 12, func(i uint64, got *raft.Log, err error) {
+		if i != next {
+			t.Fatalf("index %d after %d", i, next-1)
+		}
+		next++
+		switch {
+		case i == 5 || i > 10:
+			if !errors.Is(err, raft.ErrLogNotFound) {
+				t.Errorf("entry %d: %v, want not found", i, err)
+			}
+		case i == 7:
+			if !errors.Is(err, ErrDamaged) {
+				t.Errorf("entry 7: %v, want damaged", err)
+			}
+		default:
+			if err != nil || sameLog(got, entry(3, i, 1)) != "" {
+				t.Errorf("entry %d: %v %v", i, got, err)
+			}
+		}
+	})
+	if next != 13 {
+		t.Fatalf("scan ended at %d", next-1)
+	}
+}
+
+// Reads in index order come from the read-ahead; a write after it (raft
+// replacing a conflicting suffix) is read back, never the entries it
+// replaced.
+func TestReadAheadSeesWrites(t *testing.T) {
+	e := openEngine(t, t.TempDir())
+	l := group(t, e, 2)
+	for i := uint64(1); i <= 100; i++ {
+		if err := l.StoreLog(entry(2, i, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(i, term uint64) {
+		t.Helper()
+		var got raft.Log
+		if err := l.GetLog(i, &got); err != nil || sameLog(&got, entry(2, i, term)) != "" {
+			t.Fatalf("entry %d: %v %v, want term %d", i, got, err, term)
+		}
+	}
+	for i := uint64(1); i <= 50; i++ {
+		read(i, 1)
+	}
+	if err := l.DeleteRange(40, 100); err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(40); i <= 60; i++ {
+		if err := l.StoreLog(entry(2, i, 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := uint64(40); i <= 60; i++ {
+		read(i, 2)
+	}
+	var got raft.Log
+	if err := l.GetLog(61, &got); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("entry 61 after the suffix was replaced: %v %v", got, err)
+	}
+}

@@ -14,9 +14,15 @@
 #      requests of all of them over the wall time; p50 and p99 are the worst
 #      of them. CPU per write is the nodes' utime+stime (all of them, followers
 #      too) over the writes, from /proc; the Redis column is redis-server's.
+#   3. One writer writing one key after another (redis-benchmark -c 1), on
+#      one node and on three: the latency of a single write.
+#   4. Idle CPU: three nodes with six shards and six nodes with six shards
+#      of three, all nodes' CPU over IDLE (60) seconds after a write to every
+#      shard and WARM (10) seconds of rest.
 #
 #   bench/shard-bench.sh                      # defaults: 100000 requests per test
 #   REQUESTS=300000 PIPELINES=16 bench/shard-bench.sh
+#   ONLY="idle" bench/shard-bench.sh          # sections: bytes writes sequential idle
 #
 # It installs redis-tools, redis-server, curl and jq with apt-get when they are
 # missing, builds the rookery binary, starts every server on free 127.0.0.1
@@ -32,6 +38,9 @@ PIPELINES=${PIPELINES:-"1 16"}
 KEYSPACE=${KEYSPACE:-1000000}
 FILTERS=${FILTERS:-48}
 CAPACITY=${CAPACITY:-200000}
+SEQUENTIAL=${SEQUENTIAL:-5000}
+WARM=${WARM:-10}
+IDLE=${IDLE:-60}
 
 cd "$(dirname "$0")/.."
 
@@ -146,6 +155,9 @@ load() {
 		END { printf "%.0f %.3f %.3f %.1f\n", total / wall, p50, p99, cpu }' <<<"$lines"
 }
 
+# want SECTION: whether ONLY (a list of sections) is unset or names it.
+want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
 redis_port=$(free_port)
@@ -160,8 +172,8 @@ printf '\nbench/shard-bench.sh, one run, %s, %s cores, pinned: %s\n' "$(date -u 
 	"$([ ${#server[@]} -gt 0 ] && echo "servers on core 0, client on core 1" || echo no)"
 
 # 1. Bytes per node.
-printf '\n%s Bloom filters of %s items at 1%%, bytes held per node (/v1/status memory_bytes)\n\n' "$FILTERS" "$CAPACITY"
-printf '| setup | node | bytes | share of the filters'"'"' bytes |\n|---|---|---:|---:|\n'
+want bytes && printf '\n%s Bloom filters of %s items at 1%%, bytes held per node (/v1/status memory_bytes)\n\n' "$FILTERS" "$CAPACITY"
+want bytes && printf '| setup | node | bytes | share of the filters'"'"' bytes |\n|---|---|---:|---:|\n'
 bytes_rows() { # bytes_rows SETUP REPLICAS
 	local setup=$1 replicas=$2 f i total=0 b=()
 	for f in $(seq 0 $((FILTERS - 1))); do
@@ -184,18 +196,20 @@ bytes_rows() { # bytes_rows SETUP REPLICAS
 			"$(awk -v a="${b[$i]}" -v t="$total" -v r="$replicas" 'BEGIN { printf "%.0f", 100 * a * r / t }')"
 	done
 }
-cluster bytes1 3 1
-bytes_rows "3 nodes, 1 shard" 3
-stop_cluster
-cluster bytes6 6 6
-bytes_rows "6 nodes, 6 shards of 3" 3
-stop_cluster
+if want bytes; then
+	cluster bytes1 3 1
+	bytes_rows "3 nodes, 1 shard" 3
+	stop_cluster
+	cluster bytes6 6 6
+	bytes_rows "6 nodes, 6 shards of 3" 3
+	stop_cluster
+fi
 
 # 2. Durable writes.
-printf '\nDurable BF.ADD against SADD on Redis (appendfsync always): redis-benchmark -c %s -n %s -r %s\n\n' \
+want writes && printf '\nDurable BF.ADD against SADD on Redis (appendfsync always): redis-benchmark -c %s -n %s -r %s\n\n' \
 	"$CLIENTS" "$REQUESTS" "$KEYSPACE"
-printf '| Rookery | -P | req/s | p50 ms | p99 ms | µs CPU/write | Redis req/s | p50 ms | p99 ms | µs CPU/write | ratio |\n'
-printf '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
+want writes && printf '| Rookery | -P | req/s | p50 ms | p99 ms | µs CPU/write | Redis req/s | p50 ms | p99 ms | µs CPU/write | ratio |\n'
+want writes && printf '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 writes() { # writes SETUP NODES SHARDS
 	local setup=$1 keys rkeys pipe a b
 	cluster "w$2x$3" "$2" "$3"
@@ -215,8 +229,52 @@ writes() { # writes SETUP NODES SHARDS
 	done
 	stop_cluster
 }
-writes "1 node, 1 shard" 1 1
-writes "1 node, 4 shards" 1 4
-writes "1 node, 8 shards" 1 8
-writes "3 nodes, 1 shard" 3 1
-writes "3 nodes, 6 shards" 3 6
+if want writes; then
+	writes "1 node, 1 shard" 1 1
+	writes "1 node, 4 shards" 1 4
+	writes "1 node, 8 shards" 1 8
+	writes "3 nodes, 1 shard" 3 1
+	writes "3 nodes, 6 shards" 3 6
+fi
+
+# 3. One client writing one key after another (redis-benchmark -c 1): the
+# latency of one write, on one node and on three.
+want sequential && printf '\nOne writer, one write at a time: redis-benchmark -c 1 -n %s BF.ADD (one shard)\n\n' "$SEQUENTIAL"
+want sequential && printf '| setup | req/s | p50 ms | p99 ms |\n|---|---:|---:|---:|\n'
+sequential() { # sequential SETUP NODES
+	local a keys
+	cluster "c1x$2" "$2" 1
+	keys=$(shard_keys "seq:")
+	redis-cli -p "${resp[0]}" BF.RESERVE "$(awk '{ print $1 }' <<<"$keys")" 0.01 "$KEYSPACE" >/dev/null
+	read -r -a a <<<"$(CLIENTS=1 REQUESTS=$SEQUENTIAL load 1 "${npids[0]}" BF.ADD "$keys")"
+	printf '| %s | %s | %s | %s |\n' "$1" "${a[0]}" "${a[1]}" "${a[2]}"
+	stop_cluster
+}
+if want sequential; then
+	sequential "1 node" 1
+	sequential "3 nodes" 3
+fi
+
+# 4. Idle: what the nodes of a cluster spend doing nothing, IDLE seconds
+# after a warm-up of writes to every shard and WARM seconds of rest.
+want idle && printf '\nIdle: CPU of all nodes together over %s s, after writes to every shard and %s s of rest\n\n' "$IDLE" "$WARM"
+want idle && printf '| setup | groups per node | CPU, share of one core |\n|---|---:|---:|\n'
+idle() { # idle SETUP NODES SHARDS
+	local keys c0 c1
+	cluster "idle$2x$3" "$2" "$3"
+	keys=$(shard_keys "idle:")
+	while read -r key port; do
+		redis-cli -p "$port" BF.ADD "$key" warm >/dev/null
+	done <<<"$keys"
+	sleep "$WARM"
+	c0=$(cpu_ticks "${npids[@]}")
+	sleep "$IDLE"
+	c1=$(cpu_ticks "${npids[@]}")
+	printf '| %s | %s | %s%% |\n' "$1" "$(($3 * ($2 < 3 ? $2 : 3) / $2 + 1))" \
+		"$(echo "scale=1; 100 * ($c1 - $c0) / $(getconf CLK_TCK) / $IDLE" | bc -l)"
+	stop_cluster
+}
+if want idle; then
+	idle "3 nodes, 6 shards" 3 6
+	idle "6 nodes, 6 shards of 3" 6 6
+fi

@@ -58,9 +58,9 @@ func newHeartbeats(window time.Duration) *heartbeats {
 }
 
 // isHeartbeat reports whether args is raft's heartbeat, as its transport
-// tells one.
+// tells one (raft since 1.5 sets the leader's address in the header).
 func isHeartbeat(args *raft.AppendEntriesRequest) bool {
-	return args.Term != 0 && (len(args.Addr) > 0 || len(args.Leader) > 0) && args.PrevLogEntry == 0 &&
+	return args.Term != 0 && len(args.Addr) > 0 && args.PrevLogEntry == 0 &&
 		args.PrevLogTerm == 0 && len(args.Entries) == 0 && args.LeaderCommitIndex == 0
 }
 
@@ -106,9 +106,6 @@ func (h *heartbeats) passOn(req *raft.AppendEntriesRequest, except int) {
 		return
 	}
 	from := raft.ServerAddress(req.Addr)
-	if len(from) == 0 {
-		from = raft.ServerAddress(req.Leader)
-	}
 	h.mu.Lock()
 	groups := make([]hbGroup, 0, len(h.groups))
 	for gid, g := range h.groups {
@@ -123,7 +120,7 @@ func (h *heartbeats) passOn(req *raft.AppendEntriesRequest, except int) {
 			continue
 		}
 		resp := make(chan raft.RPCResponse, 1)
-		g.handle(raft.RPC{Command: &raft.AppendEntriesRequest{RPCHeader: req.RPCHeader, Term: term, Leader: req.Leader},
+		g.handle(raft.RPC{Command: &raft.AppendEntriesRequest{RPCHeader: req.RPCHeader, Term: term},
 			RespChan: resp})
 	}
 }

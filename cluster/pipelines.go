@@ -178,7 +178,6 @@ type trackedPipeline struct {
 	last struct { // what the last append sent said
 		ok                  bool
 		header              raft.RPCHeader
-		leader              []byte
 		term, index, commit uint64
 		indexTerm           uint64 // the term of the entry at index
 	}
@@ -220,7 +219,7 @@ func (p *trackedPipeline) sendAppend(args *raft.AppendEntriesRequest, resp *raft
 	if args.Term != p.last.term || !p.last.ok {
 		p.last.commit = 0
 	}
-	p.last.ok, p.last.term, p.last.header, p.last.leader = true, args.Term, args.RPCHeader, args.Leader
+	p.last.ok, p.last.term, p.last.header = true, args.Term, args.RPCHeader
 	p.last.commit = max(p.last.commit, args.LeaderCommitIndex)
 	p.last.index, p.last.indexTerm = args.PrevLogEntry, args.PrevLogTerm
 	if n := len(args.Entries); n > 0 {
@@ -238,7 +237,7 @@ func (p *trackedPipeline) nudge(commit uint64) {
 		p.mu.Unlock()
 		return
 	}
-	req := &raft.AppendEntriesRequest{RPCHeader: p.last.header, Term: p.last.term, Leader: p.last.leader,
+	req := &raft.AppendEntriesRequest{RPCHeader: p.last.header, Term: p.last.term,
 		PrevLogEntry: p.last.index, PrevLogTerm: p.last.indexTerm, LeaderCommitIndex: c}
 	p.mu.Unlock()
 	_, _ = p.sendAppend(req, new(raft.AppendEntriesResponse), true)

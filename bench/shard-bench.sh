@@ -23,6 +23,7 @@
 #   bench/shard-bench.sh                      # defaults: 100000 requests per test
 #   REQUESTS=300000 PIPELINES=16 bench/shard-bench.sh
 #   ONLY="idle" bench/shard-bench.sh          # sections: bytes writes sequential idle
+#   BIN=/path/to/older/rookery bench/shard-bench.sh   # that build instead of this tree's
 #
 # It installs redis-tools, redis-server, curl and jq with apt-get when they are
 # missing, builds the rookery binary, starts every server on free 127.0.0.1
@@ -50,8 +51,12 @@ pin
 start_work
 WAIT_TRIES=600
 
-echo "building rookery" >&2
-CGO_ENABLED=0 go build -o "$work/rookery" ./cmd/node
+if [ -n "${BIN:-}" ]; then
+	cp "$BIN" "$work/rookery" # another build, to compare side by side
+else
+	echo "building rookery" >&2
+	CGO_ENABLED=0 go build -o "$work/rookery" ./cmd/node
+fi
 
 # The cluster under test: its nodes' RESP and HTTP ports and process ids.
 resp=() http=() npids=()

@@ -33,7 +33,8 @@ import (
 // follower is in the term and holds the log it held (its last contact, and
 // whether to step down); both were true when the follower answered, later
 // than when the append was held. The first append after a write carries the
-// new commit index, so it is sent.
+// new commit index, so it is sent; so is the next one after a heartbeat to
+// the follower failed, and one every resendAfter.
 //
 // Commit nudges. A follower learns that an entry committed from the next
 // append, sent at the latest CommitTimeout after the commit. A follower
@@ -111,24 +112,34 @@ func (t *pipelinedTransport) AppendEntries(id raft.ServerID, target raft.ServerA
 		*resp = raft.AppendEntriesResponse{Term: args.Term, Success: true}
 	} else {
 		if err := t.NetworkTransport.AppendEntries(id, target, args, resp); err != nil {
+			// The follower may be restarting: it forgets the commit index
+			// it was told, so the next append to it goes out.
+			for _, p := range t.pipelinesTo(target) {
+				p.forget()
+			}
 			return err
 		}
 		if heartbeat && resp.Success {
 			t.hb.answered(target, sent)
 		}
 	}
+	for _, p := range t.pipelinesTo(target) {
+		p.answerHeld(sent, args.Term, resp)
+	}
+	return nil
+}
+
+// pipelinesTo lists the open pipelines to target.
+func (t *pipelinedTransport) pipelinesTo(target raft.ServerAddress) []*trackedPipeline {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	var to []*trackedPipeline
 	for p := range t.open {
 		if p.target == target {
 			to = append(to, p)
 		}
 	}
-	t.mu.Unlock()
-	for _, p := range to {
-		p.answerHeld(sent, args.Term, resp)
-	}
-	return nil
+	return to
 }
 
 // nudge tells every follower this leader has a pipeline to that entries up
@@ -178,6 +189,7 @@ type trackedPipeline struct {
 	last struct { // what the last append sent said
 		ok                  bool
 		header              raft.RPCHeader
+		at                  time.Time // when it was sent
 		term, index, commit uint64
 		indexTerm           uint64 // the term of the entry at index
 	}
@@ -190,7 +202,8 @@ type trackedPipeline struct {
 func (p *trackedPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
 	p.mu.Lock()
 	if len(args.Entries) == 0 && p.last.ok && args.Term == p.last.term &&
-		args.PrevLogEntry == p.last.index && args.LeaderCommitIndex == p.last.commit {
+		args.PrevLogEntry == p.last.index && args.LeaderCommitIndex == p.last.commit &&
+		time.Since(p.last.at) < resendAfter {
 		h := &heldAppend{start: time.Now(), req: args, resp: resp, done: make(chan struct{})}
 		p.held = append(p.held, h)
 		p.mu.Unlock()
@@ -219,7 +232,7 @@ func (p *trackedPipeline) sendAppend(args *raft.AppendEntriesRequest, resp *raft
 	if args.Term != p.last.term || !p.last.ok {
 		p.last.commit = 0
 	}
-	p.last.ok, p.last.term, p.last.header = true, args.Term, args.RPCHeader
+	p.last.ok, p.last.term, p.last.header, p.last.at = true, args.Term, args.RPCHeader, time.Now()
 	p.last.commit = max(p.last.commit, args.LeaderCommitIndex)
 	p.last.index, p.last.indexTerm = args.PrevLogEntry, args.PrevLogTerm
 	if n := len(args.Entries); n > 0 {
@@ -241,6 +254,21 @@ func (p *trackedPipeline) nudge(commit uint64) {
 		PrevLogEntry: p.last.index, PrevLogTerm: p.last.indexTerm, LeaderCommitIndex: c}
 	p.mu.Unlock()
 	_, _ = p.sendAppend(req, new(raft.AppendEntriesResponse), true)
+}
+
+// resendAfter is how long appends are held back after the last one sent. A
+// follower that restarted forgot the commit index it was told, and a
+// pipeline whose connection broke shows it only when something is sent: a
+// failed heartbeat to the follower ends the holding at once (forget); this
+// bounds it when no heartbeat failed (a restart quicker than the heartbeat
+// window), at one append per follower per resendAfter in an idle group.
+const resendAfter = 5 * time.Second
+
+// forget has the next append sent, whatever it says.
+func (p *trackedPipeline) forget() {
+	p.mu.Lock()
+	p.last.ok = false
+	p.mu.Unlock()
 }
 
 // Consumer is where raft reads the answers.

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -202,7 +203,19 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 	nodes[2] = startProc(t, nil, args3...)
 	held = nodes[2]
-	held.waitReady(30 * time.Second)
+	if err := held.WaitReady(30 * time.Second); err != nil {
+		resp, _ := held.HTTPDo("GET", "/readyz")
+		var body []byte
+		if resp != nil {
+			body, _ = io.ReadAll(resp.Body)
+		}
+		resp2, _ := held.HTTPDo("GET", "/v1/status")
+		var body2 []byte
+		if resp2 != nil {
+			body2, _ = io.ReadAll(resp2.Body)
+		}
+		t.Fatalf("upgraded n3: %v: %s\n%s", err, body, body2)
+	}
 	if st, err := readFormatStatus(held); err != nil || st.LogFormat != fsm.CodecVersion {
 		t.Fatalf("upgraded node advertises %+v %v, want %d", st, err, fsm.CodecVersion)
 	}

@@ -226,7 +226,7 @@ func (g *group) startRaft(layer raft.StreamLayer) error {
 	}
 	g.raft = r
 	if h := g.trans.heartbeatHandler(); h != nil {
-		g.n.hb.register(g.id, hbGroup{handle: h, state: func() (bool, raft.ServerAddress, uint64) {
+		g.n.hb.register(g.id, hbGroup{handle: h, heard: g.trans.heardLately, state: func() (bool, raft.ServerAddress, uint64) {
 			addr, _ := r.LeaderWithID()
 			return r.State() == raft.Follower, addr, r.CurrentTerm()
 		}})

@@ -22,9 +22,13 @@ import (
 //     per pair of nodes per window, whatever the number of groups.
 //   - Follower side: a real heartbeat from a node's leader address is
 //     passed on, as a heartbeat in the group's own current term, to every
-//     other group here that follows that address, so that their election
-//     timers see contact as often as before. Only followers that take that
-//     node for their leader get it: no group's leader is changed by it.
+//     other group here that follows that address and had a heartbeat of its
+//     own from it within heardFor, so that their election timers see contact
+//     as often as before. Only followers that take that node for their
+//     leader get it: no group's leader is changed by it. Each group's leader
+//     still sends each follower a heartbeat of the group's own every
+//     ownHeartbeatEvery, so that a leader that stopped leading a group (its
+//     node up) stops vouching for it.
 //
 // Nothing about the logs goes this way, and reads do not rest on raft's
 // heartbeats (readindex.go confirms leadership with its own requests): a
@@ -45,6 +49,9 @@ type heartbeats struct {
 type hbGroup struct {
 	handle func(raft.RPC)
 	state  func() (follower bool, leader raft.ServerAddress, term uint64)
+	// heard says whether the group had a real heartbeat of its own from
+	// its leader lately: only then is a shared one passed on to it.
+	heard func(now time.Time) bool
 }
 
 // heartbeatWindow is how long an answered heartbeat vouches for its node.
@@ -52,6 +59,18 @@ type hbGroup struct {
 // longer reach a follower stops counting it in time; the followers' groups
 // hear from a live leader at least once per window and a heartbeat period.
 const heartbeatWindow = 150 * time.Millisecond
+
+// ownHeartbeatEvery is how often a group's leader sends each follower a
+// heartbeat of the group's own, shared ones or not; heardFor is how long a
+// follower's group passes shared heartbeats on after its own last one. A
+// leader that stops leading a group without its followers hearing of it
+// (its node still up) stops sending the group's own heartbeats: within
+// heardFor the followers stop taking the node's heartbeats for the group's,
+// time out and elect another.
+const (
+	ownHeartbeatEvery = time.Second
+	heardFor          = 3 * time.Second
+)
 
 func newHeartbeats(window time.Duration) *heartbeats {
 	return &heartbeats{window: window, heard: map[raft.ServerAddress]time.Time{}, groups: map[int]hbGroup{}}
@@ -114,7 +133,11 @@ func (h *heartbeats) passOn(req *raft.AppendEntriesRequest, except int) {
 		}
 	}
 	h.mu.Unlock()
+	now := time.Now()
 	for _, g := range groups {
+		if g.heard != nil && !g.heard(now) {
+			continue
+		}
 		follower, leader, term := g.state()
 		if !follower || leader != from || term == 0 {
 			continue

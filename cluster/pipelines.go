@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -50,13 +51,34 @@ type pipelinedTransport struct {
 	gid     int
 	handler func(raft.RPC) // raft's handler of heartbeats
 
+	realSent  map[raft.ServerAddress]time.Time // when this group's last real heartbeat to a follower was sent (under mu)
+	realHeard atomic.Int64                     // when this group last had a real heartbeat from its leader, unix nanos
+
 	mu     sync.Mutex
 	open   map[*trackedPipeline]struct{}
 	closed bool
 }
 
 func newPipelinedTransport(t *raft.NetworkTransport, hb *heartbeats, gid int) *pipelinedTransport {
-	return &pipelinedTransport{NetworkTransport: t, hb: hb, gid: gid, open: map[*trackedPipeline]struct{}{}}
+	return &pipelinedTransport{NetworkTransport: t, hb: hb, gid: gid, open: map[*trackedPipeline]struct{}{},
+		realSent: map[raft.ServerAddress]time.Time{}}
+}
+
+// sentLately reports whether this group sent target a real heartbeat within
+// ownHeartbeatEvery of now: a heartbeat answered in a follower's name must
+// not keep standing in for the group's own for long, because the follower
+// passes shared heartbeats on only to groups that heard their leader lately
+// (heartbeats.go).
+func (t *pipelinedTransport) sentLately(target raft.ServerAddress, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return now.Sub(t.realSent[target]) < ownHeartbeatEvery
+}
+
+// heardLately reports whether this group had a real heartbeat from its
+// leader within heardFor.
+func (t *pipelinedTransport) heardLately(now time.Time) bool {
+	return now.UnixNano()-t.realHeard.Load() < int64(heardFor)
 }
 
 // SetHeartbeatHandler passes raft's handler of heartbeats on, and has each
@@ -71,6 +93,7 @@ func (t *pipelinedTransport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
 		return
 	}
 	t.NetworkTransport.SetHeartbeatHandler(func(rpc raft.RPC) {
+		t.realHeard.Store(time.Now().UnixNano())
 		cb(rpc)
 		if req, ok := rpc.Command.(*raft.AppendEntriesRequest); ok {
 			t.hb.passOn(req, t.gid)
@@ -107,7 +130,7 @@ func (t *pipelinedTransport) AppendEntriesPipeline(id raft.ServerID, target raft
 func (t *pipelinedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	heartbeat := isHeartbeat(args)
 	sent := time.Now()
-	if heartbeat && t.hb.vouched(target) {
+	if heartbeat && t.hb.vouched(target) && t.sentLately(target, sent) {
 		// The node answered another group's heartbeat a moment ago.
 		*resp = raft.AppendEntriesResponse{Term: args.Term, Success: true}
 	} else {
@@ -121,6 +144,9 @@ func (t *pipelinedTransport) AppendEntries(id raft.ServerID, target raft.ServerA
 		}
 		if heartbeat && resp.Success {
 			t.hb.answered(target, sent)
+			t.mu.Lock()
+			t.realSent[target] = sent
+			t.mu.Unlock()
 		}
 	}
 	for _, p := range t.pipelinesTo(target) {

@@ -1,6 +1,7 @@
 // Package cluster runs a Rookery node: a store of Raft groups
-// (hashicorp/raft with raft-boltdb/v2 as log and stable store, and file
-// snapshots, all under the data directory), gossip membership with
+// (hashicorp/raft, every group's log and stable store in the node's one
+// log engine, internal/logengine, and file snapshots, all under the data
+// directory; logstore.go), gossip membership with
 // hashicorp/memberlist, and the two gates every request passes.
 //
 // The node is a store (Node; cluster/DESIGN.md, "The store"). What is per

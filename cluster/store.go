@@ -12,9 +12,10 @@ import (
 	"github.com/rookerydb/rookery/internal/logengine"
 )
 
-// What is on disk, and how it fails. bbolt checksums only its meta pages, so a
-// flipped bit in a log entry used to reach the state machine as another write.
-// Three guards stand between the disk and raft:
+// What is on disk, and how it fails. The log engine checksums its blocks and
+// each entry (internal/logengine); before it, bbolt checksummed only its meta
+// pages, and a flipped bit in a log entry reached the state machine as
+// another write. Three guards stand between the disk and raft:
 //
 //   - checkLog reads every entry before raft does, at start: each must be there,
 //     at its index, and decode (version 2 entries carry a CRC-32C). Damage the

@@ -14,10 +14,9 @@ COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compos
 # run without it, and its one test of concurrent readers runs with it.
 # `go test -short ./...` (under two minutes) leaves out every test that runs
 # real nodes.
+# scripts/test.sh runs them and, when one fails, ends with what failed.
 test: lint
-	$(GO) test -race -timeout 20m $$($(GO) list ./... | grep -v '/filters$$')
-	$(GO) test -timeout 10m ./filters/
-	$(GO) test -race -run 'ReadersShare' ./filters/
+	GO="$(GO)" ./scripts/test.sh
 
 lint:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$out"; exit 1; fi

@@ -155,7 +155,7 @@ rookery_round() {
 	nodebin=$2
 	cluster "$kind$round"
 	before=$(cpu "${nodes[@]}")
-	timed "$work/t" "$work/rookery" import --addr "127.0.0.1:$leader" --key bench --kind "$kind" \
+	timed "$work/t" "$work/rookery" import --resp "127.0.0.1:$leader" --key bench --kind "$kind" \
 		--capacity "$KEYS" --chunk "$CHUNK" --inflight "$INFLIGHT" --progress none "$work/keys.txt"
 	read -r wall user sys <"$work/t"
 	after=$(cpu "${nodes[@]}")

@@ -126,11 +126,15 @@ func (c *Client) run(ctx context.Context, rt route, reqs []*request) {
 		if len(next) == 0 {
 			return
 		}
+		to := movedTo(outs[:len(pending)])
 		pending = next
 		if dialErr != nil {
 			if !a.unreachable(n, dialErr, pending) {
 				return
 			}
+			continue
+		}
+		if to != "" && !lost && a.follow(n, sh, to) {
 			continue
 		}
 		if err := a.retry(ctx, n, sh, lost); err != nil {
@@ -222,6 +226,44 @@ func (a *attempts) retry(ctx context.Context, n *node, sh *shard, lost bool) err
 		return a.c.backoff(ctx, a.retries)
 	}
 	return nil
+}
+
+// follow takes in a node's MOVED to addr: the shard's leader is there (a
+// write), or n holds no replica of the shard (a read). When addr is a node
+// the client knows, the next attempt goes there at once, spending a retry
+// but no pause, and n is passed over for the rest of the call (no two nodes
+// can send a request back and forth); the map is re-read either way. It
+// reports whether it took the redirect.
+func (a *attempts) follow(n *node, sh *shard, addr string) bool {
+	a.c.kickRefresh()
+	if a.retries >= a.c.opts.Retries {
+		return false
+	}
+	a.c.mu.Lock()
+	known := a.c.nodes[addr] != nil && addr != n.addr
+	if known && a.rt.write && sh != nil {
+		sh.leader = addr
+	}
+	a.c.mu.Unlock()
+	if !known || a.rt.write && sh == nil {
+		return false
+	}
+	a.retries++
+	a.skip[n] = true
+	return true
+}
+
+// movedTo is the address of a MOVED answer among an exchange's outcomes
+// (MOVED slot host:port), or "".
+func movedTo(outs []outcome) string {
+	for _, o := range outs {
+		if o.err == nil && o.rep.isError() && strings.HasPrefix(o.rep.str, "MOVED ") {
+			if f := strings.Fields(o.rep.str); len(f) == 3 {
+				return f[2]
+			}
+		}
+	}
+	return ""
 }
 
 func failAll(reqs []*request, stop error) {

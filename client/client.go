@@ -40,7 +40,12 @@ type Options struct {
 	// Addrs are RESP addresses of some of the cluster's nodes; the client learns
 	// the others from them.
 	Addrs []string
-	// Password for AUTH, if the nodes require one (--requirepass).
+	// Username is the nodes' user to act as (ACL SETUSER): every connection
+	// the client opens, to any node, sends AUTH Username Password first.
+	// Empty: the default user, AUTH Password alone when Password is set.
+	Username string
+	// Password for AUTH: Username's, or the default user's (the nodes'
+	// --requirepass) without a Username.
 	Password string
 	// TLS, when set, reaches every node over TLS (nodes started with
 	// --resp-tls). RootCAs should hold the cluster CA (ca.pem); with

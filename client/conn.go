@@ -213,8 +213,8 @@ func withCtx(ctx context.Context, err error) error {
 }
 
 // dial opens a connection to addr: TCP (or the Options' Dialer), TLS if
-// configured, AUTH with the password, READONLY for stale reads; all within
-// the dial timeout. Every error is a *dialError.
+// configured, AUTH with the user and password, READONLY for stale reads; all
+// within the dial timeout. Every error is a *dialError.
 func (c *Client) dial(ctx context.Context, addr string, stale bool) (*conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
 	defer cancel()
@@ -244,18 +244,24 @@ func (c *Client) dial(ctx context.Context, addr string, stale bool) (*conn, erro
 		nc = tc
 	}
 	cn := &conn{nc: nc, raw: raw, br: bufio.NewReaderSize(nc, 16<<10)}
-	if err := cn.setup(ctx, c.opts.Password, stale); err != nil {
+	if err := cn.setup(ctx, c.opts.Username, c.opts.Password, stale); err != nil {
 		nc.Close()
 		return nil, err
 	}
 	return cn, nil
 }
 
-// setup sends AUTH and READONLY as needed, in one round trip.
-func (cn *conn) setup(ctx context.Context, password string, stale bool) error {
+// setup sends AUTH and READONLY as needed, in one round trip: AUTH user
+// password with a user (even with an empty password, which a nopass user
+// takes), AUTH password with a password alone.
+func (cn *conn) setup(ctx context.Context, user, password string, stale bool) error {
 	var b []byte
 	var want []string
-	if password != "" {
+	switch {
+	case user != "":
+		b = appendCommand(b, []string{"AUTH", user, password})
+		want = append(want, "AUTH")
+	case password != "":
 		b = appendCommand(b, []string{"AUTH", password})
 		want = append(want, "AUTH")
 	}

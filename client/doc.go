@@ -14,9 +14,12 @@
 // New takes the RESP addresses of some nodes, learns the others and the leader
 // from them (CLUSTER MEMBERS), and the slot map of a sharded cluster (CLUSTER
 // SHARDS, or CLUSTER SLOTS of a node without it), all re-read every
-// RefreshInterval and after a failure, and fails only if none answers. Options.Password is sent with AUTH on every
-// connection; Options.TLS, or Options.CAFile (with CertFile and KeyFile for
-// --tls-client-auth), reaches nodes started with --resp-tls.
+// RefreshInterval and after a failure, and fails only if none answers.
+// Options.Username and Options.Password are sent with AUTH on every
+// connection it opens, to any node, the leaders it is sent to included (AUTH
+// user password; AUTH password for the default user); Options.TLS, or
+// Options.CAFile (with CertFile and KeyFile for --tls-client-auth), reaches
+// nodes started with --resp-tls.
 //
 // # Routing
 //
@@ -29,10 +32,13 @@
 // serves linearizable reads and only they hold the shard's data. So does a
 // pipeline whose keys are all in one shard. Everything else goes as on a
 // cluster of one shard: writes to the cluster's leader, reads to every node
-// in turn. A node that is not the right one still serves any command (it
-// forwards it, at the cost of a hop, and never answers MOVED), so a map that
-// is out of date, or not known at all (a build before shards), costs time,
-// never a wrong answer: a write whose shard has no known leader goes to the
+// in turn. A node that is not the right one either serves the command
+// anyway (it forwards it, at the cost of a hop) or, since this client's
+// connections ask for the slot map, answers MOVED with the address of the
+// shard's leader: nothing ran, and the client sends it there at once (same
+// session and sequence number) and re-reads the map. So a map that is out of
+// date, or not known at all (a build before shards), costs time, never a
+// wrong answer: a write whose shard has no known leader goes to the
 // cluster's leader, or any node. A write that a shard's leader fails (not
 // reachable, CLUSTERDOWN, TRYAGAIN, a lost reply) drops it as the leader and
 // has the map re-read at once, so the write's retries, with the same session

@@ -127,7 +127,10 @@ const (
 // notAppliedPrefixes start the error replies that nodes send for "not
 // applied, try again" (transport/DESIGN.md, Error classes); the server's
 // tests pin this list against what it actually sends.
-var notAppliedPrefixes = []string{"CLUSTERDOWN", "TRYAGAIN", "SHUTDOWN", "LOADING", "REMOVED",
+// MOVED (a connection that asked for the slot map, as this client's do, is
+// redirected to the shard's leader) ran nothing: the call follows it
+// (attempts.follow).
+var notAppliedPrefixes = []string{"CLUSTERDOWN", "TRYAGAIN", "SHUTDOWN", "LOADING", "REMOVED", "MOVED ",
 	"ERR max number of clients reached", "ERR Protocol error: server request buffers are full"}
 
 // ClassifyError says what an error reply (its text, as any Redis client

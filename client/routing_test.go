@@ -23,6 +23,11 @@ type fakeCluster struct {
 	// mapless nodes know neither CLUSTER SHARDS nor SLOTS (a build before
 	// shards); slotsOnly ones know SLOTS but not SHARDS.
 	mapless, slotsOnly bool
+	// auth, when set, is the AUTH arguments every connection must send
+	// before anything else; conns and authed count the connections each
+	// node accepted and those that sent them, noauth the commands refused.
+	auth                  []string
+	conns, authed, noauth int
 }
 
 type fakeShard struct {
@@ -128,6 +133,10 @@ func (m *fakeMember) serve(c net.Conn) {
 	br := bufio.NewReader(c)
 	bw := bufio.NewWriter(c)
 	stale := false
+	m.fc.mu.Lock()
+	m.fc.conns++
+	authed := m.fc.auth == nil
+	m.fc.mu.Unlock()
 	for {
 		req, err := readReply(br)
 		if err != nil || req.kind != '*' || len(req.arr) == 0 {
@@ -142,6 +151,25 @@ func (m *fakeMember) serve(c net.Conn) {
 			idem, args = args[1]+" "+args[2], args[3:]
 		}
 		name := strings.ToUpper(args[0])
+		if !authed || name == "AUTH" {
+			m.fc.mu.Lock()
+			switch {
+			case name == "AUTH" && strings.Join(args[1:], " ") == strings.Join(m.fc.auth, " "):
+				m.fc.authed++
+				authed = true
+				bw.WriteString("+OK\r\n")
+			case name == "AUTH":
+				bw.WriteString("-WRONGPASS invalid username-password pair or user is disabled.\r\n")
+			default:
+				m.fc.noauth++
+				bw.WriteString("-NOAUTH Authentication required.\r\n")
+			}
+			m.fc.mu.Unlock()
+			if bw.Flush() != nil {
+				return
+			}
+			continue
+		}
 		switch {
 		case name == "CLUSTER":
 			m.fc.describe(bw, strings.ToUpper(args[1]))
@@ -507,6 +535,48 @@ func TestFollowsShardLeaderChange(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// TestFollowsMoved: a node that answers MOVED (the connection asked for the
+// slot map, as this client's do) sends the write to the address it names at
+// once, with the same session and sequence number, and the writes after it
+// go straight there.
+func TestFollowsMoved(t *testing.T) {
+	ctx := context.Background()
+	fc := startFakeCluster(t, 3, 3)
+	fc.leader = 2 // the cluster's leader is neither the old nor the new one
+	// A retry's pause of an hour: a redirect that paused would not end
+	// within the call's 20 seconds.
+	c, err := New(ctx, Options{Addrs: fc.addrs()[:1], RefreshInterval: time.Hour, RetryBackoff: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	k := keyOfShard(fc, 0)
+	fc.setLeader(0, 1)
+	fc.mu.Lock()
+	fc.members[0].onWrite = func(key string) string {
+		return fmt.Sprintf("MOVED %d %s", keySlot(key), fc.members[1].addr)
+	}
+	fc.mu.Unlock()
+	call, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, err := c.BFAdd(call, k, "x"); err != nil {
+		t.Fatal(err)
+	}
+	got := fc.take()
+	if len(got[0]) != 1 || len(got[1]) != 1 || len(got[2]) != 0 || got[1][0].idem != got[0][0].idem {
+		t.Fatalf("the write reached the old leader, the new one and the cluster's leader %d, %d and %d times, want 1, 1, 0 (same session and sequence): %v",
+			len(got[0]), len(got[1]), len(got[2]), got)
+	}
+	for i := range 5 {
+		if _, err := c.BFAdd(call, k, fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fc.take(); len(got[0]) != 0 || len(got[1]) != 5 {
+		t.Fatalf("after the redirect the old leader got %d writes, the new one %d; want 0 and 5", len(got[0]), len(got[1]))
 	}
 }
 

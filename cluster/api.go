@@ -69,6 +69,9 @@ type Status struct {
 	LogFormatUse int `json:"log_format_in_use,omitempty"`
 	// Problem says what keeps the node from serving, when something does.
 	Problem string `json:"problem,omitempty"`
+	// Sharded: the cluster has a map of shards; Role, LeaderID, Term and the
+	// indexes above are then the map group's (group 0).
+	Sharded bool `json:"sharded,omitempty"`
 	// Shards lists this node's replicas of the shards of a sharded cluster
 	// (Filters and MemoryBytes are then theirs together).
 	Shards []ShardStatus `json:"shards,omitempty"`

@@ -374,7 +374,7 @@ func (g *group) admitBatch(ctx context.Context, props []proposal, v byte) admiss
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			answers[i].ans, answers[i].ok = g.n.reserveAt(ctx, p.addr, g.id, needs)
+			answers[i].ans, answers[i].ok = g.n.reserveAt(ctx, p.id, p.addr, g.id, needs)
 		}()
 	}
 	wg.Wait()
@@ -396,7 +396,7 @@ func (g *group) admitBatch(ctx context.Context, props []proposal, v byte) admiss
 			continue
 		}
 		if a.ans.Token != 0 {
-			tokens = append(tokens, g.n.releaser(a.peer.addr, a.ans.Token))
+			tokens = append(tokens, g.n.releaser(a.peer.id, a.peer.addr, a.ans.Token))
 		}
 		for i, ok := range a.ans.OK {
 			if !ok && i < len(props) && adm.errs[i] == nil {
@@ -423,12 +423,12 @@ func needsOrNone(needs []uint64, any bool) []uint64 {
 	return needs
 }
 
-// reserveAt asks the node at addr to reserve needs for group gid.
-func (n *Node) reserveAt(ctx context.Context, addr string, gid int, needs []uint64) (reserveAnswer, bool) {
+// reserveAt asks node id at addr to reserve needs for group gid.
+func (n *Node) reserveAt(ctx context.Context, id, addr string, gid int, needs []uint64) (reserveAnswer, bool) {
 	body, _ := json.Marshal(reserveRequest{Group: gid, Needs: needs})
 	ctx, cancel := context.WithTimeout(ctx, reserveTimeout)
 	defer cancel()
-	b, err := n.peer(addr).call(ctx, opReserve, body)
+	b, err := n.peer(id, addr).call(ctx, opReserve, body)
 	if err != nil {
 		return reserveAnswer{}, false
 	}
@@ -443,15 +443,15 @@ func (n *Node) reserveAt(ctx context.Context, addr string, gid int, needs []uint
 // reservation; one that does not is judged from its last report.
 const reserveTimeout = 500 * time.Millisecond
 
-// releaser lets reservation tok go, here or on the node at addr.
-func (n *Node) releaser(addr string, tok uint64) func() {
+// releaser lets reservation tok go, here (addr "") or on node id at addr.
+func (n *Node) releaser(id, addr string, tok uint64) func() {
 	return func() {
 		if addr == "" {
 			n.budget.release(tok, time.Now())
 			return
 		}
 		body, _ := json.Marshal(tok)
-		_, _ = n.peer(addr).send(opRelease, body)
+		_, _ = n.peer(id, addr).send(opRelease, body)
 	}
 }
 

@@ -126,7 +126,7 @@ func TestFollowerLossAndRejoin(t *testing.T) {
 // A minority partition cannot acknowledge writes; the majority elects a leader
 // and keeps serving; after healing, every node agrees.
 func TestMinorityPartition(t *testing.T) {
-	tc := newTestCluster(t, 5, func(c *Config) { c.ApplyTimeout = 2 * time.Second })
+	tc := newTestCluster(t, 5, func(c *Config) { steady(c); c.ApplyTimeout = 2 * time.Second })
 	li, _ := tc.leader(15 * time.Second)
 	var all []string
 	for _, c := range tc.cfgs {

@@ -103,7 +103,7 @@ func (n *Node) maybeFetchMap(md meta) {
 		defer n.fetching.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		body, err := n.peer(md.Raft).call(ctx, opMap, nil)
+		body, err := n.peer(md.ID, md.Raft).call(ctx, opMap, nil)
 		if err != nil || len(body) == 0 {
 			n.log.Debug("fetch the cluster map", "from", md.ID, "err", err)
 			return
@@ -166,31 +166,32 @@ func (n *Node) kickShards() {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// shardAddrs lists where to send a request for shard s from a node that
-// holds no replica of it, best first: the Raft address of the node that
-// gossips that it leads the shard's group, then the map's preferred leader,
-// then its other replicas gossip knows alive.
-func (n *Node) shardAddrs(m *fsm.Map, s int) []string {
+// shardPeers lists where to send a request for shard s from a node that
+// holds no replica of it, best first: the node that gossips that it leads
+// the shard's group, then the map's preferred leader, then its other
+// replicas gossip knows alive; each at its Raft address.
+func (n *Node) shardPeers(m *fsm.Map, s int) []peerRef {
 	gid := groupOf(m, s)
 	mg := m.Groups[s]
 	alive := map[string]string{}
-	var out []string
+	var out []peerRef
 	for _, mem := range n.members() {
 		if mem.state != memberlist.StateAlive || mem.Raft == "" || !slices.Contains(mg.Replicas, mem.ID) {
 			continue
 		}
 		if slices.Contains(mem.Leads, gid) {
-			out = append(out, mem.Raft)
+			out = append(out, peerRef{mem.ID, mem.Raft})
 		}
 		alive[mem.ID] = mem.Raft
 	}
-	if a := alive[mg.Leader]; a != "" && !slices.Contains(out, a) {
-		out = append(out, a)
-	}
-	for _, id := range mg.Replicas {
-		if a := alive[id]; a != "" && !slices.Contains(out, a) {
-			out = append(out, a)
+	add := func(id string) {
+		if p := (peerRef{id, alive[id]}); p.addr != "" && !slices.Contains(out, p) {
+			out = append(out, p)
 		}
+	}
+	add(mg.Leader)
+	for _, id := range mg.Replicas {
+		add(id)
 	}
 	return out
 }

@@ -62,7 +62,7 @@ func TestCodecForEveryServer(t *testing.T) {
 			conf(server("n2", raft.Voter), server("n3", raft.Voter)), fsm.CodecV3},
 		{"a build before formats were gossiped", 0, 3, map[string]int{"n2": 0},
 			conf(server("n2", raft.Voter)), fsm.CodecV1},
-		{"a newer build", 0, 3, map[string]int{"n2": 9},
+		{"a newer build", 0, 3, map[string]int{"n2": int(fsm.CodecVersion) + 1},
 			conf(server("n2", raft.Voter)), fsm.CodecVersion},
 		{"this node held at 2", fsm.CodecV2, 0, map[string]int{"n2": 3, "n3": 3},
 			conf(server("n2", raft.Voter), server("n3", raft.Voter)), fsm.CodecV2},

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/rookerydb/rookery/internal/acl"
 	"log/slog"
 	"net"
 	"time"
@@ -21,6 +22,12 @@ type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // Config is everything a Node needs. cmd/node fills it from flags.
 type Config struct {
+	// Users are the node's users (ACL), which group 0's log holds and
+	// changes (fsm/acl.go); RequirePass is the default user's password until
+	// that log sets it. nil: group 0 holds no users.
+	Users       *acl.Store
+	RequirePass string
+
 	// ID names the node in the Raft configuration and in gossip; it must be unique
 	// and stable across restarts.
 	ID string

@@ -152,14 +152,24 @@ func (n *Node) observeControl(m *fsm.Map) controlView {
 			v.Shards[s] = shardObs{Leader: id, Voters: gr.Voters, Nonvoters: gr.Nonvoters}
 		}
 	}
-	v.Holding = map[string][]int{}
-	now := time.Now()
+	v.Holding = holdingFenced(tab, m, time.Now())
+	return v
+}
+
+// holdingFenced is, by node, the fenced groups it still holds files of, from
+// the reports that can say: fresh ones, read against this map or a newer
+// one. A report read against an older map lists no fence the map added
+// since, which is not the same as holding no files: a node killed just
+// before a recovery fenced it sent such a report, and lifting its fence on
+// that let its stale replica back into the shard (liftFences).
+func holdingFenced(tab map[string]received, m *fsm.Map, now time.Time) map[string][]int {
+	out := map[string][]int{}
 	for id, rc := range tab {
-		if now.Sub(rc.at) <= reportFresh {
-			v.Holding[id] = rc.r.Fenced
+		if now.Sub(rc.at) <= reportFresh && rc.r.Map >= m.Version {
+			out[id] = rc.r.Fenced
 		}
 	}
-	return v
+	return out
 }
 
 // control is one round of the controller, on group 0's leader.

@@ -211,6 +211,36 @@ func TestPlanMap(t *testing.T) {
 			t.Fatalf("a node that has not reported keeps its fence: %+v", next)
 		}
 	})
+	t.Run("only a fresh report read against this map can lift a fence", func(t *testing.T) {
+		m := mapOf(3, true, []string{"n1", "n2", "n3"})
+		m.Groups[0].Fenced = []string{"n4", "n5", "n6"}
+		m.Version = 9
+		now := time.Now()
+		tab := map[string]received{
+			// Killed just before the recovery fenced it: its last report,
+			// still fresh, was read against the map before the fence.
+			"n4": {r: nodeReport{ID: "n4", Map: 8}, at: now.Add(-reportEvery)},
+			// Alive, its files gone, read against this map.
+			"n5": {r: nodeReport{ID: "n5", Map: 9}, at: now},
+			// Read against this map, but long ago.
+			"n6": {r: nodeReport{ID: "n6", Map: 9}, at: now.Add(-2 * reportFresh)},
+		}
+		holding := holdingFenced(tab, m, now)
+		if _, ok := holding["n4"]; ok {
+			t.Fatalf("a report from before the fence counts: %v", holding)
+		}
+		if _, ok := holding["n6"]; ok {
+			t.Fatalf("a stale report counts: %v", holding)
+		}
+		live := liveSet("n1", "n2", "n3", "n5")
+		live["n4"], live["n6"] = nodeLiveness{State: liveDead}, nodeLiveness{State: liveDead}
+		v := controlView{Map: m, Self: "n1", Live: live, DeadAfter: timeout, MaxMoving: 2,
+			Shards: []shardObs{led("n1", "n1", "n2", "n3")}, Holding: holding}
+		next := planMap(v)
+		if next == nil || !slices.Equal(next.Groups[0].Fenced, []string{"n4", "n6"}) {
+			t.Fatalf("fences after: %+v", next)
+		}
+	})
 	t.Run("an uncreated shard waits for its creator", func(t *testing.T) {
 		m := mapOf(3, false, []string{"n1", "n2", "n3"})
 		live := liveSet("n1", "n2", "n4")

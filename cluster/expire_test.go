@@ -131,7 +131,7 @@ func entryOps(t *testing.T, n *Node, index uint64) []fsm.Op {
 // expiry), and once it leads, its clock is the one that counts.
 func TestKeysExpireOnEveryNode(t *testing.T) {
 	x := newExpiries()
-	tc := newTestCluster(t, 3, x.tweak)
+	tc := newTestCluster(t, 3, func(c *Config) { x.tweak(c); steady(c) })
 	li, l := tc.leader(10 * time.Second)
 	fast := tc.followers()[0]
 	x.skews[tc.cfgs[fast].ID].Store(int64(time.Hour))
@@ -199,6 +199,7 @@ func TestExpirySurvivesRestartAndSnapshotInstall(t *testing.T) {
 	x := newExpiries()
 	tc := newTestCluster(t, 3, func(c *Config) {
 		x.tweak(c)
+		steady(c)
 		c.TrailingLogs = 10
 		c.SnapshotThreshold = 1 << 20 // only the snapshots the test asks for
 	})
@@ -218,7 +219,13 @@ func TestExpirySurvivesRestartAndSnapshotInstall(t *testing.T) {
 			t.Fatalf("snapshot: %v", err)
 		}
 	}
-	want, _ := l.meta.fsm.Expiry("later")
+	// l applied every write it acknowledged, unless leadership moved under
+	// the writes and another node acknowledged them: wait for l to apply.
+	var want int64
+	eventually(t, 10*time.Second, "later's deadline on "+l.ID(), func() bool {
+		want, _ = l.meta.fsm.Expiry("later")
+		return want != 0
+	})
 	if first, _ := l.meta.logs.FirstIndex(); first <= 5 {
 		t.Fatalf("log still starts at %d: the lagging node would not need the snapshot", first)
 	}
@@ -227,6 +234,11 @@ func TestExpirySurvivesRestartAndSnapshotInstall(t *testing.T) {
 		d, _ := tc.nodes[lag].meta.fsm.Expiry("later")
 		return d == want && tc.nodes[lag].meta.fsm.Expires() >= 1
 	})
+	// raft records the snapshot it installed just after the state machine
+	// has restored it: give it a moment.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && tc.nodes[lag].meta.raft.Stats()["last_snapshot_index"] == "0"; {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if st := tc.nodes[lag].meta.raft.Stats()["last_snapshot_index"]; st == "0" {
 		f1, _ := l.meta.logs.FirstIndex()
 		f2, _ := tc.nodes[lag].meta.logs.FirstIndex()

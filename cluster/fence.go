@@ -123,12 +123,12 @@ func (n *Node) askFence(ctx context.Context, req fenceRequest) error {
 	if n.meta.IsLeader() {
 		return n.fence(ctx, req)
 	}
-	_, addr := n.meta.Leader()
+	id, addr := n.meta.Leader()
 	if addr == "" {
 		return ErrNoLeader
 	}
 	body, _ := json.Marshal(req)
-	_, err := n.peer(addr).call(ctx, opFence, body)
+	_, err := n.peer(id, addr).call(ctx, opFence, body)
 	return err
 }
 
@@ -224,10 +224,9 @@ func (n *Node) fencedFor(gid int) func(id string) bool {
 	return func(id string) bool { return slices.Contains(fenced, id) }
 }
 
-// fencedGroups lists the groups the map fences this node off that it still
+// fencedGroups lists the groups map m fences this node off that it still
 // holds files of (its report says so: the fence stays until they are gone).
-func (n *Node) fencedGroups() []int {
-	m := n.clusterMap()
+func (n *Node) fencedGroups(m *fsm.Map) []int {
 	if m == nil {
 		return nil
 	}

@@ -32,7 +32,10 @@ func (n *Node) SetCommandHandler(h CommandHandler) { n.cmdHandler.Store(&h) }
 // Forward runs a client command on a node that holds shard s and returns its
 // reply as that node sent it. A node that cannot be reached (nothing sent) is
 // passed over for the next; once sent, a lost answer is ErrIndeterminate, as
-// the command may be a write.
+// the command may be a write. While no replica can be reached at all (its
+// leader just died, gossip not caught up) it tries them again for up to the
+// hold of a write (hold.go), since nothing was sent; the replica that takes
+// the command waits for its shard's leader itself.
 func (n *Node) Forward(ctx context.Context, s int, args [][]byte, proto int, stale bool) ([]byte, error) {
 	m := n.clusterMap()
 	if m == nil || s < 0 || s >= m.Shards() {
@@ -49,9 +52,31 @@ func (n *Node) Forward(ctx context.Context, s int, args [][]byte, proto int, sta
 		body = binary.AppendUvarint(body, uint64(len(a)))
 		body = append(body, a...)
 	}
+	var out []byte
+	err := newReadHold(holdFor(n.cfg), holdPoll, n.stop).do(ctx, func(ctx context.Context) (err error) {
+		out, err = n.forwardOnce(ctx, s, body)
+		return err
+	}, func(err error) bool { return errors.Is(err, errNothingSent) })
+	if errors.Is(err, errNothingSent) {
+		return nil, fmt.Errorf("%w: shard %d: %v", ErrNoLeader, s, err)
+	}
+	return out, err
+}
+
+// errNothingSent: no replica of the shard took a forwarded command.
+var errNothingSent = errors.New("no replica took the command")
+
+// forwardOnce tries each replica of shard s once, in the order shardPeers
+// gives, under the newest map.
+func (n *Node) forwardOnce(ctx context.Context, s int, body []byte) ([]byte, error) {
+	m := n.clusterMap()
+	if m == nil || s >= m.Shards() {
+		return nil, fmt.Errorf("%w: shard %d", ErrNotHosted, s)
+	}
 	last := errors.New("no replica of the shard is known alive")
-	for _, addr := range n.shardAddrs(m, s) {
-		ch, err := n.peer(addr).send(opCommand, body)
+	for _, p := range n.shardPeers(m, s) {
+		addr := p.addr
+		ch, err := n.peer(p.id, addr).send(opCommand, body)
 		if err != nil {
 			last = err
 			continue
@@ -74,7 +99,7 @@ func (n *Node) Forward(ctx context.Context, s int, args [][]byte, proto int, sta
 			return nil, fmt.Errorf("%w: no answer from %s: %v", ErrIndeterminate, addr, ctx.Err())
 		}
 	}
-	return nil, fmt.Errorf("%w: shard %d: %v", ErrNoLeader, s, last)
+	return nil, fmt.Errorf("%w: %v", errNothingSent, last)
 }
 
 // serveCommand runs a forwarded command through the node's handler.

@@ -32,16 +32,19 @@ type group struct {
 	log *slog.Logger
 
 	fsm   *fsm.FSM
-	raft  *raft.Raft
+	raft  *groupRaft
 	store *logengine.Log // the group's log and stable store in the node's engine (logstore.go)
 	logs  raft.LogStore  // the store behind a cache of recent entries
 	trans *pipelinedTransport
+	// peerLog folds raft's repeated failures to reach a peer (logging.go).
+	peerLog *peerLog
 
 	startIndex uint64 // last log index when the group started
 
 	prop       *proposer  // writes into log entries (proposer.go)
 	hold       *holdQueue // writes waiting for a leader (hold.go)
 	reads      *reader    // the read index protocol (readindex.go)
+	readHold   readHold   // reads waiting for a leader (hold.go)
 	leaderGate *gate      // read index rounds while leading
 	remoteGate *gate      // read index rounds asked of the leader
 
@@ -67,13 +70,15 @@ func newGroup(n *Node, id int, dir string) *group {
 		n:          n,
 		id:         id,
 		dir:        dir,
-		log:        n.log.With("group", id),
+		log:        n.log.With(n.shardAttr(id)),
+		peerLog:    newPeerLog(n.peerStopping),
 		expireKick: make(chan struct{}, 1),
 		raftUp:     make(chan struct{}),
 		stop:       make(chan struct{}),
 		raftDown:   make(chan struct{}),
 	}
 	g.hold = newHoldQueue(g.dispatch, holdFor(n.cfg), g.stop)
+	g.readHold = newReadHold(holdFor(n.cfg), holdPoll, g.stop)
 	// Group g > 0 holds shard g-1 (group 0 holds the map); group 0 is shard 0
 	// of a cluster of one group.
 	g.handle = &Replica{n: n, g: g, shard: max(id-1, 0)}
@@ -82,6 +87,9 @@ func newGroup(n *Node, id int, dir string) *group {
 	if id == 0 {
 		// Group 0 holds the cluster map; the node adopts each version.
 		opts.OnMap = func(m *fsm.Map) { n.adoptMap(m, "group 0") }
+		// and the users (ACL).
+		opts.Users, opts.RequirePass = cfg.Users, cfg.RequirePass
+		opts.OnUsers = func() { go g.nudgeUsers() }
 	}
 	g.fsm = fsm.New(opts)
 	g.reads = &reader{self: cfg.ID, call: g.call, skipConfirm: func() bool { return mutant.On(mutant.SkipVerifyLeader) }}
@@ -100,11 +108,11 @@ func (g *group) closed() bool {
 	}
 }
 
-// call sends a request about this group to the node at a Raft address and
+// call sends a request about this group to node id at a Raft address and
 // waits for its answer.
-func (g *group) call(ctx context.Context, addr string, op byte, body []byte) ([]byte, error) {
+func (g *group) call(ctx context.Context, id, addr string, op byte, body []byte) ([]byte, error) {
 	op, body = groupOp(g.id, op, body)
-	return g.n.peer(addr).call(ctx, op, body)
+	return g.n.peer(id, addr).call(ctx, op, body)
 }
 
 // open starts the group's raft over layer and the loops that serve it.
@@ -177,7 +185,7 @@ func (g *group) startRaft(layer raft.StreamLayer) error {
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256
-	rc.Logger = newHCLogger("raft", cfg.Logger)
+	rc.Logger = newRaftLogger(g.raftLog(), g.peerLog)
 
 	store, err := groupLog(g.n.engine, g.id, g.dir, g.log)
 	if err != nil {
@@ -208,7 +216,7 @@ func (g *group) startRaft(layer raft.StreamLayer) error {
 		Stream:  layer,
 		MaxPool: 4,
 		Timeout: 5 * time.Second,
-		Logger:  newHCLogger("raft-net", cfg.Logger),
+		Logger:  newHCLogger("raft-net", cfg.Logger.With(g.n.shardAttr(g.id))),
 	}), g.n.hb, g.id)
 	last, err := store.LastIndex()
 	if err != nil {
@@ -224,7 +232,7 @@ func (g *group) startRaft(layer raft.StreamLayer) error {
 		}
 		return fmt.Errorf("start raft: %w", err)
 	}
-	g.raft = r
+	g.raft = &groupRaft{Raft: r, down: g.raftDown}
 	if h := g.trans.heartbeatHandler(); h != nil {
 		g.n.hb.register(g.id, hbGroup{handle: h, heard: g.trans.heardLately, state: func() (bool, raft.ServerAddress, uint64) {
 			addr, _ := r.LeaderWithID()
@@ -235,12 +243,18 @@ func (g *group) startRaft(layer raft.StreamLayer) error {
 	return nil
 }
 
+// raftLog is where the group's raft logs: component=raft, and the shard as
+// the tools name it.
+func (g *group) raftLog() *slog.Logger {
+	return g.n.cfg.Logger.With("component", "raft", g.n.shardAttr(g.id))
+}
+
 // logDamaged hears of a damaged entry read back from the log while the node
 // runs: it says so, and takes a snapshot so that followers needing the entry
 // get a snapshot that covers it (this node applied it before it was damaged).
 func (g *group) logDamaged(index uint64, err error) {
 	g.n.warnEvery(fmt.Sprint("damaged:", g.id, ":", index), "damaged log entry read back from disk; sending snapshots instead",
-		"shard", g.id, "index", index, "err", err)
+		g.n.shardAttr(g.id), "index", index, "err", err)
 	if !g.snapshotting.CompareAndSwap(false, true) {
 		return
 	}
@@ -314,4 +328,21 @@ func (g *group) view(want []string, leader string, live map[string]nodeLiveness,
 		}
 	}
 	return v, nil
+}
+
+// nudgeUsers, on group 0's leader once it has applied a change to the users,
+// tells every follower the commit index at once rather than at the next
+// append (up to CommitTimeout later): each node enforces a revoked right or
+// a deleted user when it applies the change, so it should learn of it as
+// soon as the client that made it hears the answer.
+func (g *group) nudgeUsers() {
+	select {
+	case <-g.raftUp:
+	default:
+		return // restoring at start: nobody to tell
+	}
+	if g.trans == nil || !g.IsLeader() {
+		return
+	}
+	g.trans.nudge(g.raft.CommitIndex())
 }

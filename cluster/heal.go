@@ -131,6 +131,13 @@ func (g *group) reachLoop() {
 				g.reach.failed(string(d.PeerID), d.LastContact, time.Now())
 			case raft.ResumedHeartbeatObservation:
 				g.reach.resumed(string(d.PeerID))
+				if servers, err := latestServers(g.raft); err == nil {
+					for _, s := range servers {
+						if s.ID == d.PeerID {
+							g.peerLog.resumed(g.raftLog(), string(s.Address))
+						}
+					}
+				}
 			}
 		case <-g.stop:
 			return

@@ -46,26 +46,29 @@ func TestLeaveThroughLeader(t *testing.T) {
 		"a2": {ID: "n2", Leader: "n3", Gossip: "g2"},
 		"a3": {ID: "n3", Leader: "n3", Gossip: "g3"},
 	}
-	status := func(_ context.Context, addr string) (peerStatus, error) {
+	status := func(_ context.Context, id, addr string) (peerStatus, error) {
 		ps, ok := statuses[addr]
-		if !ok {
+		if !ok || ps.ID != id {
 			return ps, errConnLost
 		}
 		return ps, nil
 	}
 	var removedAt []string
-	remove := func(_ context.Context, addr string) error {
-		removedAt = append(removedAt, addr)
+	remove := func(_ context.Context, id, addr string) error {
+		removedAt = append(removedAt, id+"@"+addr) // the leader's id, to dial it as itself
 		return nil
 	}
 	gossip, err := leaveThroughLeader("n1", peers, status, remove)
-	if err != nil || !reflect.DeepEqual(removedAt, []string{"a3"}) || !reflect.DeepEqual(gossip, []string{"g2"}) {
+	if err != nil || !reflect.DeepEqual(removedAt, []string{"n3@a3"}) || !reflect.DeepEqual(gossip, []string{"g2"}) {
 		t.Fatalf("asked %q to remove, gossip %q, err %v; want the leader a3 and g2", removedAt, gossip, err)
 	}
 
 	// The leader refuses, then nobody knows a leader: every failure is named.
 	removedAt = nil
-	refuse := func(_ context.Context, addr string) error { removedAt = append(removedAt, addr); return ErrNotLeader }
+	refuse := func(_ context.Context, _, addr string) error {
+		removedAt = append(removedAt, addr)
+		return ErrNotLeader
+	}
 	_, err = leaveThroughLeader("n1", peers, status, refuse)
 	if !errors.Is(err, ErrNotLeader) || !strings.Contains(err.Error(), "n3") || len(removedAt) != 2 {
 		t.Fatalf("refused twice: %v (asked %q)", err, removedAt)

@@ -132,6 +132,15 @@ func (tc *testCluster) config(id string) Config {
 	}
 }
 
+// steady gives a node the timeouts of a calmer network, for tests whose
+// assertions need leadership to stay where it is for seconds: with the
+// 300 ms of config on a loaded machine (two cores, race-built, other test
+// binaries beside) a leader's lease lapses now and then and leadership
+// moves by itself.
+func steady(c *Config) {
+	c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
+}
+
 // add starts one more node that joins the first node's gossip.
 func (tc *testCluster) add(tweak func(*Config)) int {
 	cfg := tc.config(fmt.Sprintf("n%d", len(tc.cfgs)+1))
@@ -235,7 +244,13 @@ func (tc *testCluster) leader(within time.Duration) (int, *Node) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	tc.t.Fatalf("no agreed leader within %v", within)
+	var views []string
+	for _, n := range tc.live() {
+		id, _ := n.meta.Leader()
+		st := n.meta.raft.Stats()
+		views = append(views, fmt.Sprintf("%s: %s term %s, leader %q, last contact %s", n.ID(), st["state"], st["term"], id, st["last_contact"]))
+	}
+	tc.t.Fatalf("no agreed leader within %v: %s", within, strings.Join(views, "; "))
 	return -1, nil
 }
 

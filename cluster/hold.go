@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -124,4 +126,70 @@ func (h *holdQueue) step() bool {
 		return true
 	}
 	return false
+}
+
+// Reads wait for a leader as writes do (issue 29). A linearizable read that
+// finds no leader (an election under way: nobody leads yet, or the leader it
+// asked stopped leading during the round) asks again every holdPoll, for at
+// most the same hold as a write, and then fails as before (ErrNoLeader,
+// CLUSTERDOWN). Asking again never weakens a read: every try is a whole
+// read-index round begun after the read arrived, so the index it returns
+// covers every write acknowledged before the read did.
+
+// readHold is the bounded wait of a read for a leader.
+type readHold struct {
+	hold time.Duration
+	now  func() time.Time
+	// pause waits before the next try; it fails when the read must stop
+	// waiting (its context ended, the group closed).
+	pause func(ctx context.Context) error
+}
+
+// newReadHold waits up to hold, polling every poll, until stop is closed.
+func newReadHold(hold, poll time.Duration, stop <-chan struct{}) readHold {
+	return readHold{hold: hold, now: time.Now, pause: func(ctx context.Context) error {
+		t := time.NewTimer(poll)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-stop:
+			return ErrShutdown
+		}
+	}}
+}
+
+// index runs try until it gives a read index or fails for a reason other
+// than an election; after the hold, the last "no leader" is the answer.
+func (h readHold) index(ctx context.Context, try func(context.Context) (uint64, error)) (uint64, error) {
+	var idx uint64
+	err := h.do(ctx, func(ctx context.Context) (err error) {
+		idx, err = try(ctx)
+		return err
+	}, electing)
+	return idx, err
+}
+
+// do runs try until it succeeds or fails with an error again does not
+// retry, for at most the hold; it returns try's last error.
+func (h readHold) do(ctx context.Context, try func(context.Context) error, again func(error) bool) error {
+	deadline := h.now().Add(h.hold)
+	for {
+		err := try(ctx)
+		if err == nil || !again(err) || ctx.Err() != nil || !h.now().Before(deadline) {
+			return err
+		}
+		if h.pause(ctx) != nil {
+			return err
+		}
+	}
+}
+
+// electing reports whether a read failed only because no leader answered
+// for now: none is known, the one asked could not be reached or did not
+// confirm it still leads, or this node stopped leading during the round.
+func electing(err error) bool {
+	return errors.Is(err, ErrNoLeader) || errors.Is(err, ErrNotLeader)
 }

@@ -1,11 +1,14 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/rookerydb/rookery/fsm"
 )
@@ -147,5 +150,122 @@ func TestHoldShutdown(t *testing.T) {
 	}
 	if _, err := a.Result(); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("a: %v", err)
+	}
+}
+
+// fakeElection is a read hold whose clock and pauses a test drives: each
+// pause moves the clock on by step and runs the election's next move.
+type fakeElection struct {
+	now    time.Time
+	step   time.Duration
+	pauses int
+	onTick func(pause int) // what the election does at each pause
+}
+
+func (e *fakeElection) hold(d time.Duration) readHold {
+	return readHold{hold: d, now: func() time.Time { return e.now }, pause: func(ctx context.Context) error {
+		e.pauses++
+		e.now = e.now.Add(e.step)
+		if e.onTick != nil {
+			e.onTick(e.pauses)
+		}
+		return ctx.Err()
+	}}
+}
+
+// tryIndex is one try at a read index as a group makes it: its own round
+// while it leads, the leader's answer otherwise.
+func tryIndex(fr *fakeRaft, x *reader) func(ctx context.Context) (uint64, error) {
+	return func(ctx context.Context) (uint64, error) {
+		if fr.State() == raft.Leader {
+			return x.leaderRound(ctx)
+		}
+		return x.remoteIndex(ctx)
+	}
+}
+
+// TestReadHoldWaitsForTheElection: a linearizable read on a follower that
+// arrives while no leader is known (the leader was killed) waits, and once a
+// leader is elected within the hold it gets that leader's read index: the
+// reader sees no error, as a writer sees none.
+func TestReadHoldWaitsForTheElection(t *testing.T) {
+	fr := newFakeRaft("n2", "n1", "n2", "n3")
+	fr.state, fr.leaderAddr, fr.leaderID = raft.Follower, "", ""
+	peers := newPeerTable()
+	peers.index = 41
+	x := newTestReader(fr, peers)
+	e := &fakeElection{now: time.Unix(1_000_000, 0), step: 10 * time.Millisecond, onTick: func(p int) {
+		if p == 80 { // 800 ms on: n3 won the election
+			fr.mu.Lock()
+			fr.leaderAddr, fr.leaderID, fr.term = "n3:raft", "n3", 2
+			fr.mu.Unlock()
+		}
+	}}
+	idx, err := e.hold(2*time.Second).index(context.Background(), tryIndex(fr, x))
+	if err != nil || idx != 41 {
+		t.Fatalf("read during an election: %d %v", idx, err)
+	}
+	if e.pauses != 80 || peers.askedOf("n3:raft") != 1 {
+		t.Fatalf("%d pauses, n3 asked %d times: want 80 and 1", e.pauses, peers.askedOf("n3:raft"))
+	}
+}
+
+// TestReadHoldLeaderStepsDown: a read begun on a leader that loses its
+// leadership during the round (ErrNotLeader) asks again, and is answered by
+// the new leader once this node follows it.
+func TestReadHoldLeaderStepsDown(t *testing.T) {
+	fr := newFakeRaft("n1", "n1", "n2", "n3")
+	fr.barrierErr = raft.ErrLeadershipLost
+	peers := newPeerTable()
+	peers.index = 90
+	x := newTestReader(fr, peers)
+	e := &fakeElection{now: time.Unix(1_000_000, 0), step: 10 * time.Millisecond, onTick: func(p int) {
+		fr.mu.Lock()
+		defer fr.mu.Unlock()
+		switch p {
+		case 1: // stepped down, no leader yet
+			fr.state, fr.leaderAddr, fr.leaderID = raft.Follower, "", ""
+		case 30:
+			fr.leaderAddr, fr.leaderID, fr.term = "n2:raft", "n2", 2
+		}
+	}}
+	idx, err := e.hold(2*time.Second).index(context.Background(), tryIndex(fr, x))
+	if err != nil || idx != 90 || e.pauses != 30 {
+		t.Fatalf("read across a step-down: %d %v after %d pauses", idx, err, e.pauses)
+	}
+}
+
+// TestReadHoldGivesUp: with no leader for the whole hold the read fails as
+// before, CLUSTERDOWN (ErrNoLeader), once the hold has passed and not
+// before; a failure that is no election (the node was removed, the read's
+// context ended) is answered at once.
+func TestReadHoldGivesUp(t *testing.T) {
+	fr := newFakeRaft("n2", "n1", "n2", "n3")
+	fr.state, fr.leaderAddr, fr.leaderID = raft.Follower, "", ""
+	x := newTestReader(fr, newPeerTable())
+	e := &fakeElection{now: time.Unix(1_000_000, 0), step: 10 * time.Millisecond}
+	_, err := e.hold(2*time.Second).index(context.Background(), tryIndex(fr, x))
+	if !errors.Is(err, ErrNoLeader) || e.pauses != 200 {
+		t.Fatalf("no leader for the whole hold: %v after %d pauses (want ErrNoLeader after 200)", err, e.pauses)
+	}
+	k, _ := KindOf(err)
+	if k.RESP != "CLUSTERDOWN" {
+		t.Fatalf("rendered %q, want CLUSTERDOWN", k.RESP)
+	}
+	for _, fail := range []error{ErrRemoved, ErrShutdown, context.DeadlineExceeded} {
+		e := &fakeElection{now: time.Unix(1_000_000, 0), step: 10 * time.Millisecond}
+		_, err := e.hold(2*time.Second).index(context.Background(), func(context.Context) (uint64, error) { return 0, fail })
+		if !errors.Is(err, fail) || e.pauses != 0 {
+			t.Errorf("%v: %v after %d pauses, want at once", fail, err, e.pauses)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e = &fakeElection{now: time.Unix(1_000_000, 0), step: 10 * time.Millisecond, onTick: func(p int) {
+		if p == 5 {
+			cancel()
+		}
+	}}
+	if _, err := e.hold(2*time.Second).index(ctx, tryIndex(fr, x)); !errors.Is(err, ErrNoLeader) || e.pauses != 5 {
+		t.Errorf("a read whose client left: %v after %d pauses, want the last ErrNoLeader after 5", err, e.pauses)
 	}
 }

@@ -318,13 +318,13 @@ func (n *Node) askDrain(ctx context.Context) error {
 	if n.meta.IsLeader() {
 		return n.Drain(ctx, n.cfg.ID, false)
 	}
-	_, addr := n.meta.Leader()
+	id, addr := n.meta.Leader()
 	if addr == "" {
 		return ErrNoLeader
 	}
 	cctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
-	_, err := n.peer(addr).call(cctx, opDrainSelf, []byte(n.cfg.ID))
+	_, err := n.peer(id, addr).call(cctx, opDrainSelf, []byte(n.cfg.ID))
 	return err
 }
 
@@ -359,10 +359,10 @@ func (g *group) leave(ctx context.Context) error {
 		}
 	}
 	for {
-		_, addr := g.Leader()
+		id, addr := g.Leader()
 		if addr != "" {
 			cctx, cancel := context.WithTimeout(ctx, g.n.cfg.ApplyTimeout)
-			_, err := g.call(cctx, addr, opRemove, []byte(self))
+			_, err := g.call(cctx, id, addr, opRemove, []byte(self))
 			cancel()
 			if err == nil || g.id == 0 {
 				return err

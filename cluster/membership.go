@@ -296,15 +296,15 @@ func (n *Node) verifyIdentity(id, raftAddr string) (peerStatus, error) {
 	return n.meta.verify(id, raftAddr)
 }
 
-// peerStatusOf asks a member about its Raft state (of group 0).
-func (n *Node) peerStatusOf(ctx context.Context, raftAddr string) (peerStatus, error) {
-	return n.meta.statusOf(ctx, raftAddr)
+// peerStatusOf asks member id about its Raft state (of group 0).
+func (n *Node) peerStatusOf(ctx context.Context, id, raftAddr string) (peerStatus, error) {
+	return n.meta.statusOf(ctx, id, raftAddr)
 }
 
-// statusOf asks the node at raftAddr about its replica of this group.
-func (g *group) statusOf(ctx context.Context, raftAddr string) (peerStatus, error) {
+// statusOf asks node id at raftAddr about its replica of this group.
+func (g *group) statusOf(ctx context.Context, id, raftAddr string) (peerStatus, error) {
 	var ps peerStatus
-	body, err := g.call(ctx, raftAddr, opStatus, nil)
+	body, err := g.call(ctx, id, raftAddr, opStatus, nil)
 	if err != nil {
 		return ps, err
 	}
@@ -316,20 +316,20 @@ func (g *group) statusOf(ctx context.Context, raftAddr string) (peerStatus, erro
 // it says of its replica of this group: the one check of every membership
 // change of every group. Gossip alone never makes a voter or moves a
 // member's Raft address: the node at the address must answer as id, and with
-// peer TLS hold the certificate of id (the answer comes over mutual TLS, so
-// only a holder of a certificate from the cluster CA can give it).
+// peer TLS hold the certificate of id (the request is dialled to id, and the
+// dial refuses a node with another's certificate: stream.go).
 func (g *group) verify(id, raftAddr string) (peerStatus, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	ps, err := g.statusOf(ctx, raftAddr)
+	ps, err := g.statusOf(ctx, id, raftAddr)
 	if err != nil {
+		if errors.Is(err, errWrongPeer) {
+			err = fmt.Errorf("%w: %v", errWrongIdentity, err)
+		}
 		return ps, err
 	}
 	if ps.ID != id {
 		return ps, fmt.Errorf("%w: %s answers as %q, not %q", errWrongIdentity, raftAddr, ps.ID, id)
-	}
-	if name := g.n.peer(raftAddr).certName(); name != "" && name != id {
-		return ps, fmt.Errorf("%w: %s holds the certificate of %q, not %q", errWrongIdentity, raftAddr, name, id)
 	}
 	return ps, nil
 }

@@ -21,6 +21,8 @@ type metrics struct {
 	snapshotBytes    prometheus.Gauge
 	snapshotFailures prometheus.Counter
 	peerRefused      prometheus.Counter
+	pendingRefused   *prometheus.CounterVec // by from: member, stranger (connlimit.go)
+	dialRefused      *prometheus.CounterVec // by stream: raft, rpc (peerauth.go)
 	gossipRefused    prometheus.Counter
 }
 
@@ -61,10 +63,25 @@ func newMetrics(n *Node, reg *prometheus.Registry) *metrics {
 			Name: "rookery_peer_connections_refused_total",
 			Help: "Connections to the Raft port dropped before a byte of Raft was read (no or a bad TLS handshake, a certificate that names no node, an unknown stream, too many in their handshake), or later for a request from another sender than the certificate names.",
 		}),
+		pendingRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rookery_peer_connections_pending_refused_total",
+			Help: "Connections to the Raft port closed at once because the pool of connections in their handshake was full for their source: member (an address of a known member) or stranger (any other address). Counted in rookery_peer_connections_refused_total too.",
+		}, []string{"from"}),
+		dialRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rookery_peer_dial_refused_total",
+			Help: "Connections this node dialled to a peer and closed after the TLS handshake, before writing to them, because the certificate that answered is not the node's it meant to reach (by stream: raft, any group's; rpc, node-to-node requests).",
+		}, []string{"stream"}),
 		gossipRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rookery_gossip_connections_refused_total",
 			Help: "Gossip TCP connections closed at once because too many were being handled.",
 		}),
+	}
+	// Every label's series from the start, at 0.
+	for _, k := range []peerKind{fromMember, fromStranger} {
+		m.pendingRefused.WithLabelValues(k.String())
+	}
+	for _, s := range []string{"raft", "rpc"} {
+		m.dialRefused.WithLabelValues(s)
 	}
 	if reg == nil {
 		return m
@@ -73,7 +90,7 @@ func newMetrics(n *Node, reg *prometheus.Registry) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.applySeconds, m.batchCommands, m.applyErrors, m.readRounds,
-		m.snapshotSeconds, m.snapshotBytes, m.snapshotFailures, m.peerRefused, m.gossipRefused,
+		m.snapshotSeconds, m.snapshotBytes, m.snapshotFailures, m.peerRefused, m.pendingRefused, m.dialRefused, m.gossipRefused,
 		gauge("rookery_raft_commit_index", "The Raft commit index this node knows.", func() float64 {
 			if n.meta.raft == nil {
 				return 0

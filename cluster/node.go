@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rookerydb/rookery/fsm"
 	"github.com/rookerydb/rookery/internal/logengine"
@@ -59,7 +59,9 @@ type Node struct {
 	memTable   map[string]member // by id, from gossip events
 
 	peersMu sync.Mutex
-	peers   map[string]*rpcClient // by raft address
+	peers   map[peerRef]*rpcClient
+
+	memberHostSet *memberHosts // members' addresses, for the Raft port's pending slots (memberhosts.go)
 
 	groups *groupSet // every open group, group 0 included (groups.go)
 
@@ -125,19 +127,20 @@ func New(c Config) (*Node, error) {
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "cluster", "node", cfg.ID),
 		events:   make(chan struct{}, 1),
-		peers:    make(map[string]*rpcClient),
+		peers:    make(map[peerRef]*rpcClient),
 		memTable: make(map[string]member),
 		groups:   newGroupSet(),
 		hb:       newHeartbeats(min(heartbeatWindow, cfg.LeaderLeaseTimeout*3/4)),
 
-		shardKick:  make(chan struct{}, 1),
-		reportKick: make(chan struct{}, 1),
-		reports:    newReportTable(),
-		budget:     newNodeBudget(),
-		started:    time.Now(),
-		warned:     make(map[string]time.Time),
-		left:       make(chan struct{}),
-		stop:       make(chan struct{}),
+		shardKick:     make(chan struct{}, 1),
+		reportKick:    make(chan struct{}, 1),
+		reports:       newReportTable(),
+		budget:        newNodeBudget(),
+		started:       time.Now(),
+		warned:        make(map[string]time.Time),
+		memberHostSet: newMemberHosts(),
+		left:          make(chan struct{}),
+		stop:          make(chan struct{}),
 	}
 	n.boot = n.started.UnixNano()
 	n.rec = newReconciler(cfg.DeadServerTimeout)
@@ -168,6 +171,10 @@ func New(c Config) (*Node, error) {
 		n.closeAll()
 		return nil, err
 	}
+	// The peers of the members file take members' pending slots from now on
+	// (connlimit.go): a node restarting under a flood of strangers is still
+	// reached by its peers.
+	n.refreshMemberHosts(false)
 	via, err := n.rejoin()
 	if err != nil {
 		n.closeAll()
@@ -179,6 +186,7 @@ func New(c Config) (*Node, error) {
 		n.closeAll()
 		return nil, err
 	}
+	n.refreshMemberHosts(false) // and the servers of group 0's configuration
 	if err := n.startGossip(); err != nil {
 		n.closeAll()
 		return nil, err
@@ -187,7 +195,8 @@ func New(c Config) (*Node, error) {
 	if why := n.cannotForm(); why != "" {
 		n.log.Warn(why)
 	}
-	n.wg.Add(5)
+	n.wg.Add(6)
+	go n.memberHostsLoop()
 	go n.reportLoop()
 	go n.shardLoop()
 	go n.diskWatch()
@@ -217,7 +226,15 @@ func (n *Node) listen() error {
 	// Kept as given, host name and all: a container restarted with a new IP
 	// address is still reached at its name.
 	n.raftAdvertise = adv
-	n.mux = newMux(ln, hostAddr(adv), cfg.Dial, cfg.PeerTLS, n.newPeerAuth(), n.serveRPC, n.fencedFor, n.log, n.metrics.peerRefused)
+	n.mux = newMux(ln, hostAddr(adv), muxConfig{
+		dial: cfg.Dial, tls: cfg.PeerTLS, auth: n.newPeerAuth(), serveRPC: n.serveRPC, fenced: n.fencedFor, log: n.log,
+		refused: n.metrics.peerRefused,
+		pendingRefused: [2]prometheus.Counter{
+			fromStranger: n.metrics.pendingRefused.WithLabelValues(fromStranger.String()),
+			fromMember:   n.metrics.pendingRefused.WithLabelValues(fromMember.String()),
+		},
+		misdialed: n.misdialed,
+	})
 	return nil
 }
 
@@ -259,49 +276,6 @@ func (g *group) Leader() (id, addr string) {
 	return string(i), string(a)
 }
 
-// Ready reports whether the node has a leader and has applied the log it held at
-// start.
-func (n *Node) Ready() bool {
-	m := n.meta
-	id, _ := m.Leader()
-	return id != "" && m.appliedThrough(m.startIndex) && m.fsm.Halted() == nil && n.disk.refuse() == nil &&
-		n.removedWhy() == "" && n.shardsProblem() == ""
-}
-
-// shardsProblem says what keeps a sharded node's shards from serving: the
-// map not written yet (a node started with --shards), a shard the map places
-// here not open yet, not created yet, without a leader, or halted.
-func (n *Node) shardsProblem() string {
-	m := n.clusterMap()
-	if m == nil {
-		if n.awaitingMap() {
-			return "waiting for the cluster's map of shards"
-		}
-		return ""
-	}
-	for s, mg := range m.Groups {
-		if !slices.Contains(mg.Replicas, n.cfg.ID) {
-			continue
-		}
-		g := n.groupByID(groupOf(m, s))
-		switch {
-		case g == nil || g.raft == nil:
-			return fmt.Sprintf("shard %d is not open here yet", s)
-		case g.fsm.Halted() != nil:
-			return fmt.Sprintf("shard %d: %v; stop the node and run `rookery recover --data-dir %s --shard %d`", s, g.fsm.Halted(), n.cfg.DataDir, s)
-		}
-		if !mg.Created {
-			return fmt.Sprintf("shard %d is being created: not every replica votes yet", s)
-		}
-		if id, _ := g.Leader(); id == "" || !slices.Contains(mg.Replicas, id) {
-			// A shard is in place once one of the replicas the map gives it
-			// leads: its creator hands it over once they all vote.
-			return fmt.Sprintf("shard %d has no leader among its replicas yet", s)
-		}
-	}
-	return ""
-}
-
 // awaitingMap reports whether this node, started with --shards, waits for
 // the cluster's first map: there is none yet and group 0 holds no filters (a
 // cluster that holds some stays one group and serves: createMap).
@@ -309,31 +283,9 @@ func (n *Node) awaitingMap() bool {
 	return n.clusterMap() == nil && n.cfg.Shards > 0 && n.meta.fsm.Len() == 0
 }
 
-// Problem says what keeps the node from serving ("" when nothing does).
-func (n *Node) Problem() string {
-	if why := n.removedWhy(); why != "" {
-		return why + "; " + n.rejoinAdvice()
-	}
-	if h := n.meta.fsm.Halted(); h != nil {
-		if errors.Is(h.Err, fsm.ErrNewerFormat) {
-			return h.Error() // it says: upgrade this node
-		}
-		return h.Error() + "; stop the node and run `rookery recover --data-dir " + n.cfg.DataDir + "`"
-	}
-	if err := n.disk.refuse(); err != nil {
-		return err.Error() + "; writes are refused until there is room (they resume by themselves)"
-	}
-	if id, _ := n.meta.Leader(); id == "" {
-		if why := n.cannotForm(); why != "" {
-			return why
-		}
-		return "no leader"
-	}
-	if !n.meta.appliedThrough(n.meta.startIndex) {
-		return "catching up with the log it held at start"
-	}
-	return n.shardsProblem()
-}
+// Problem says what keeps the node from serving ("" when nothing does):
+// Readiness.
+func (n *Node) Problem() string { return n.Readiness().Problem }
 
 // haltWatch steps a halted node down from leadership, and keeps it down: it
 // can append to the log but no longer apply it, so it must not be the node
@@ -378,13 +330,11 @@ func (n *Node) Status() Status {
 		AppliedIndex: g.fsm.AppliedIndex(),
 		Filters:      g.fsm.Len(),
 		MemoryBytes:  g.fsm.MemoryBytes(),
-		Ready:        n.Ready(),
 		LogFormat:    int(n.logFormat()),
 		LogFormatUse: g.LogFormatInUse(),
 	}
-	if !st.Ready {
-		st.Problem = n.Problem()
-	}
+	rd := n.Readiness()
+	st.Ready, st.Problem = rd.Ready, rd.Problem
 	if n.removedWhy() != "" {
 		st.Role = "removed"
 	}
@@ -398,6 +348,7 @@ func (n *Node) Status() Status {
 	}
 	if m := n.clusterMap(); m != nil {
 		// Sharded: group 0 holds the map; the node's filters are its shards'.
+		st.Sharded = true
 		st.Filters, st.MemoryBytes = 0, 0
 		for _, g := range n.openGroups() {
 			if g.id == 0 || g.raft == nil {
@@ -408,7 +359,7 @@ func (n *Node) Status() Status {
 			st.MemoryBytes += ss.MemoryBytes
 			st.Shards = append(st.Shards, ss)
 		}
-		for _, gid := range n.fencedGroups() {
+		for _, gid := range n.fencedGroups(n.clusterMap()) {
 			s := shardOfGroup(m, gid)
 			st.Shards = append(st.Shards, ShardStatus{Shard: s, Role: "removed", Problem: n.fenceAdvice(s)})
 		}
@@ -439,25 +390,10 @@ func (g *group) shardStatus(shard int) ShardStatus {
 		Filters: g.fsm.Len(), MemoryBytes: g.fsm.MemoryBytes()}
 }
 
-// await waits for f like f.Error(), but returns raft.ErrRaftShutdown once raft
-// has shut down: raft never answers a future still queued for its leader loop
-// or its FSM when it stops, and a loop waiting on one would keep Shutdown
-// waiting for it forever.
-func (g *group) await(f raft.Future) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-g.raftDown:
-		select {
-		case err := <-done:
-			return err
-		default:
-			return raft.ErrRaftShutdown
-		}
-	}
-}
+// await waits for f, a future of g.raft: like every future groupRaft hands
+// out, it answers raft.ErrRaftShutdown once raft is told to stop
+// (groupraft.go), so a loop waiting on one never keeps Shutdown waiting.
+func (g *group) await(f raft.Future) error { return f.Error() }
 
 // voters counts voters in the latest configuration.
 func (g *group) voters() int {
@@ -468,16 +404,22 @@ func (g *group) voters() int {
 	return countVoters(servers)
 }
 
-// peer returns the RPC client for a peer's Raft address.
-func (n *Node) peer(addr string) *rpcClient {
+// peerRef is a node and the Raft address it is reached at; it names an RPC
+// client.
+type peerRef struct{ id, addr string }
+
+// peer returns the RPC client for node id at a Raft address. With peer TLS it
+// connects only to a node holding id's certificate (stream.go).
+func (n *Node) peer(id, addr string) *rpcClient {
 	n.peersMu.Lock()
 	defer n.peersMu.Unlock()
-	p := n.peers[addr]
+	k := peerRef{id, addr}
+	p := n.peers[k]
 	if p == nil {
 		p = newRPCClient(addr, func(ctx context.Context) (net.Conn, error) {
-			return n.mux.dialStream(ctx, addr, streamRPC)
+			return n.mux.dialStream(ctx, id, addr, streamRPC)
 		})
-		n.peers[addr] = p
+		n.peers[k] = p
 	}
 	return p
 }

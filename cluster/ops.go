@@ -126,7 +126,7 @@ func (n *Node) RaftPeers(ctx context.Context, shard int) (RaftPeers, error) {
 			ctx, cancel := context.WithTimeout(ctx, peerStatusTimeout)
 			defer cancel()
 			key := heardKey{n, g.id, p.ID}
-			ps, err := g.statusOf(ctx, p.Address)
+			ps, err := g.statusOf(ctx, p.ID, p.Address)
 			if err == nil && ps.ID == p.ID {
 				p.LastIndex, p.AppliedIndex, p.Reachable = ps.LastIndex, ps.AppliedIndex, true
 				heard.Store(key, time.Now())

@@ -126,3 +126,35 @@ func TestRecoverPeers(t *testing.T) {
 	}
 	mustSubmit(t, n, bfAdd("d", "x"))
 }
+
+// TestWritesWaitOutTheLeadersTransfer: a write that reaches the leader while
+// it hands its leadership over waits (in the group's hold queue) rather than
+// meeting raft's refusal (TRYAGAIN), and applies once the transfer is over:
+// here the transfer fails (its target is down), so on the same leader.
+func TestWritesWaitOutTheLeadersTransfer(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	_, l := tc.leader(10 * time.Second)
+	tc.mustWrite(bfAdd("k", "a"))
+	fi := tc.followers()[0]
+	target := tc.cfgs[fi].ID
+	tc.crash(fi)
+	// Behind the leader's log: raft waits for it to catch up, in vain.
+	tc.mustWrite(bfAdd("k", "b"))
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.TransferLeader(ctx, -1, target)
+		done <- err
+	}()
+	eventually(t, 5*time.Second, "the transfer to start", func() bool { return l.meta.raft.transferring() })
+	res, err := l.Submit(bfAdd("k", "during")).Wait(ctx)
+	if err != nil || res.Err != nil {
+		t.Fatalf("a write during the transfer: %v %v, want it applied", err, res)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("the transfer to a node that is down succeeded")
+	}
+	if !exists(t, l, "k", "during") {
+		t.Fatal("the write made during the transfer is not there")
+	}
+}

@@ -28,12 +28,19 @@ import (
 //     members file). Every legacy peer taken is logged, once a minute per
 //     name, with the way out.
 //
-// The same rules apply to the node a connection is dialled to.
+// The same rules apply to the node a connection is dialled to, and it must
+// be the node the dialler meant (dialled): every dial names the id it is for
+// (Raft streams of every group through dialname.go, node-to-node requests
+// through Node.peer), and a node that answers with the certificate of another
+// is refused before a byte of the stream is written.
 
 // Errors of peer authentication.
 var (
 	errClientCert = errors.New("a client certificate: it opens RESP and HTTP, not the raft port")
 	errNoCert     = errors.New("no certificate")
+	// errWrongPeer: a node this node dialled answered with the certificate
+	// of another node.
+	errWrongPeer = errors.New("the certificate names another node than the one dialled")
 )
 
 // peerAuth applies the rules above.
@@ -72,6 +79,20 @@ func (a *peerAuth) identify(cs tls.ConnectionState) (string, error) {
 	return name, nil
 }
 
+// dialled checks the TLS state of a connection this node dialled to node
+// want: the peer must be want by identify's rules. It returns the node the
+// peer is ("" if none).
+func (a *peerAuth) dialled(cs tls.ConnectionState, want string) (string, error) {
+	got, err := a.identify(cs)
+	if err != nil {
+		return "", err
+	}
+	if want == "" || got != want {
+		return got, fmt.Errorf("%w: dialled %q, it names %q", errWrongPeer, want, got)
+	}
+	return got, nil
+}
+
 // localLegacy reports whether the node's own certificate is legacy.
 func (a *peerAuth) localLegacy() bool {
 	if a.local == nil {
@@ -83,33 +104,6 @@ func (a *peerAuth) localLegacy() bool {
 	}
 	kind, _ := certs.Identify(c)
 	return kind == certs.KindLegacy
-}
-
-// peerCertName is the name the certificate of the peer at the other end of c
-// gives, or "" without TLS.
-func peerCertName(c net.Conn) string {
-	tc, ok := c.(*tls.Conn)
-	if !ok {
-		return ""
-	}
-	cs := tc.ConnectionState()
-	if len(cs.PeerCertificates) == 0 {
-		return ""
-	}
-	_, name := certs.Identify(cs.PeerCertificates[0])
-	return name
-}
-
-// certName is the name in the certificate of the node this client's
-// connection reached, or "" without TLS or a connection.
-func (c *rpcClient) certName() string {
-	c.mu.Lock()
-	conn := c.conn
-	c.mu.Unlock()
-	if conn == nil {
-		return ""
-	}
-	return peerCertName(conn)
 }
 
 // newPeerAuth is the node's peerAuth.
@@ -165,4 +159,17 @@ func (n *Node) refuseRPC(c net.Conn, peer, what string) {
 	}
 	n.warnEvery("rpc-refused:"+peer, "refused a node-to-node request: the peer's certificate names another node",
 		"peer", peer, "request", what)
+}
+
+// misdialed counts and logs (once a minute per address and pair of names) a
+// connection this node dialled and closed after the handshake: the node at
+// addr holds the certificate of got, or of no node, not of want. A stale
+// address (a member moved, another took its old port) looks the same as a
+// node answering in another's place; either way nothing is sent to it.
+func (n *Node) misdialed(stream, addr, want, got string, err error) {
+	if n.metrics.dialRefused != nil {
+		n.metrics.dialRefused.WithLabelValues(stream).Inc()
+	}
+	n.warnEvery("misdial:"+addr+":"+want+":"+got, "refused a peer this node dialled: its certificate is not the node's it meant to reach",
+		"addr", addr, "expected", want, "presented", got, "stream", stream, "err", err)
 }

@@ -256,6 +256,28 @@ func TestPeerAuthRules(t *testing.T) {
 	if _, err := auth(nil).identify(tls.ConnectionState{}); err == nil {
 		t.Error("no certificate was taken")
 	}
+
+	// The node a dial reaches: the one it meant, by the same rules.
+	dials := []struct {
+		local, peer *x509.Certificate
+		want        string
+		ok          bool
+	}{
+		{leaf(certs.KindNode, "n1"), leaf(certs.KindNode, "n2"), "n2", true},
+		{leaf(certs.KindNode, "n1"), leaf(certs.KindNode, "n2"), "n3", false},
+		{leaf(certs.KindNode, "n1"), leaf(certs.KindNode, "n2"), "", false},
+		{leaf(certs.KindNode, "n1"), leaf(certs.KindLegacy, "n2"), "n2", true},
+		{leaf(certs.KindNode, "n1"), leaf(certs.KindLegacy, "n9"), "n9", false}, // no server
+		{leaf(certs.KindNode, "n1"), leaf(certs.KindClient, "n2"), "n2", false},
+		{leaf(certs.KindLegacy, "n1"), leaf(certs.KindLegacy, "n9"), "n9", true},
+		{leaf(certs.KindLegacy, "n1"), leaf(certs.KindLegacy, "n2"), "n3", false},
+	}
+	for i, d := range dials {
+		_, err := auth(d.local).dialled(tls.ConnectionState{PeerCertificates: []*x509.Certificate{d.peer}}, d.want)
+		if (err == nil) != d.ok {
+			t.Errorf("dial case %d: %v, want ok=%v", i, err, d.ok)
+		}
+	}
 }
 
 // TestLegacyCertificatesReissued: a cluster whose nodes hold certificates of

@@ -276,7 +276,7 @@ func (n *Node) joinCandidates(want func(id string) bool) []string {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			if ps, err := n.peerStatusOf(ctx, p.Raft); err == nil && ps.ID == id && ps.Gossip != "" {
+			if ps, err := n.peerStatusOf(ctx, id, p.Raft); err == nil && ps.ID == id && ps.Gossip != "" {
 				mu.Lock()
 				live[id] = ps.Gossip
 				mu.Unlock()

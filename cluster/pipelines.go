@@ -11,6 +11,8 @@ import (
 // pipelinedTransport is raft's NetworkTransport with two changes to its
 // append pipelines: it keeps them, so that closing a group can close them,
 // and it holds back the empty appends that would tell a follower nothing.
+// Every request goes through namedTransport, which dials each server as
+// itself (dialname.go).
 //
 // Closing. hashicorp/raft can leave a replication goroutine waiting for ever
 // in a pipeline's AppendEntries: when the follower answers with a newer term,
@@ -46,10 +48,10 @@ import (
 // leader), at once rather than on the timer. Raft never sees the answers to
 // these; they answer held appends like any other.
 type pipelinedTransport struct {
-	*raft.NetworkTransport
-	hb      *heartbeats // the node's (heartbeats.go); nil: every heartbeat goes out
-	gid     int
-	handler func(raft.RPC) // raft's handler of heartbeats
+	namedTransport             // every request dialled to the server it is for (dialname.go)
+	hb             *heartbeats // the node's (heartbeats.go); nil: every heartbeat goes out
+	gid            int
+	handler        func(raft.RPC) // raft's handler of heartbeats
 
 	realSent  map[raft.ServerAddress]time.Time // when this group's last real heartbeat to a follower was sent (under mu)
 	realHeard atomic.Int64                     // when this group last had a real heartbeat from its leader, unix nanos
@@ -60,7 +62,7 @@ type pipelinedTransport struct {
 }
 
 func newPipelinedTransport(t *raft.NetworkTransport, hb *heartbeats, gid int) *pipelinedTransport {
-	return &pipelinedTransport{NetworkTransport: t, hb: hb, gid: gid, open: map[*trackedPipeline]struct{}{},
+	return &pipelinedTransport{namedTransport: namedTransport{t}, hb: hb, gid: gid, open: map[*trackedPipeline]struct{}{},
 		realSent: map[raft.ServerAddress]time.Time{}}
 }
 
@@ -103,7 +105,7 @@ func (t *pipelinedTransport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
 
 // AppendEntriesPipeline opens a pipeline as raft's transport does, and keeps it.
 func (t *pipelinedTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
-	p, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
+	p, err := t.namedTransport.AppendEntriesPipeline(id, target)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +136,7 @@ func (t *pipelinedTransport) AppendEntries(id raft.ServerID, target raft.ServerA
 		// The node answered another group's heartbeat a moment ago.
 		*resp = raft.AppendEntriesResponse{Term: args.Term, Success: true}
 	} else {
-		if err := t.NetworkTransport.AppendEntries(id, target, args, resp); err != nil {
+		if err := t.namedTransport.AppendEntries(id, target, args, resp); err != nil {
 			// The follower may be restarting: it forgets the commit index
 			// it was told, so the next append to it goes out.
 			for _, p := range t.pipelinesTo(target) {

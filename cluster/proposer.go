@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -147,12 +149,12 @@ func (n *Node) SubmitTo(s int, cmd *fsm.Command) *Future {
 	if r, err := n.Replica(s); err == nil {
 		return r.g.submit(cmd)
 	}
-	addrs := n.shardAddrs(m, s)
-	if len(addrs) == 0 {
+	peers := n.shardPeers(m, s)
+	if len(peers) == 0 {
 		return failed(fmt.Errorf("%w: no replica of shard %d is known alive", ErrNoLeader, s))
 	}
 	fut := NewFuture()
-	n.forwardTo(groupOf(m, s), addrs, cmd, fut, n.stop)
+	n.forwardTo(groupOf(m, s), peers, cmd, fut, n.stop)
 	return fut
 }
 
@@ -171,14 +173,17 @@ func (g *group) dispatch(cmd *fsm.Command, fut *Future) bool {
 		return false
 	}
 	if g.IsLeader() {
+		if g.raft.transferring() {
+			return false // held until the transfer is over (transfer.go)
+		}
 		g.submitLocal(cmd, fut)
 		return true
 	}
-	_, addr := g.Leader()
+	id, addr := g.Leader()
 	if addr == "" {
 		return false
 	}
-	g.forward(addr, cmd, fut)
+	g.forward(peerRef{id, addr}, cmd, fut)
 	return true
 }
 
@@ -194,15 +199,15 @@ func (g *group) submitLocal(cmd *fsm.Command, fut *Future) {
 	g.prop.submit(cmd, fut)
 }
 
-// forward sends cmd to the leader at addr and resolves fut with its answer.
-func (g *group) forward(addr string, cmd *fsm.Command, fut *Future) {
-	g.n.forwardTo(g.id, []string{addr}, cmd, fut, g.stop)
+// forward sends cmd to the leader and resolves fut with its answer.
+func (g *group) forward(leader peerRef, cmd *fsm.Command, fut *Future) {
+	g.n.forwardTo(g.id, []peerRef{leader}, cmd, fut, g.stop)
 }
 
-// forwardTo sends cmd, for group gid, to the first node of addrs it reaches
-// (the group's leader, or a replica that forwards it on) and resolves fut with
-// the answer.
-func (n *Node) forwardTo(gid int, addrs []string, cmd *fsm.Command, fut *Future, stop <-chan struct{}) {
+// forwardTo sends cmd, for group gid, to the first of peers it reaches (the
+// group's leader, or a replica that forwards it on) and resolves fut with the
+// answer.
+func (n *Node) forwardTo(gid int, peers []peerRef, cmd *fsm.Command, fut *Future, stop <-chan struct{}) {
 	// In the version the whole cluster reads, since the leader may be older;
 	// a command that version cannot carry, the leader would refuse anyway.
 	v := n.forwardCodec()
@@ -213,12 +218,12 @@ func (n *Node) forwardTo(gid int, addrs []string, cmd *fsm.Command, fut *Future,
 	op, body := groupOp(gid, opApply, fsm.EncodeCommandVersion(cmd, v))
 	var ch <-chan rpcResp
 	var err error
-	for _, addr := range addrs {
-		if ch, err = n.peer(addr).send(op, body); err == nil {
+	for _, p := range peers {
+		if ch, err = n.peer(p.id, p.addr).send(op, body); err == nil {
 			break
 		}
 		// Never sent: definitely not applied; the next may take it.
-		n.log.Debug("forward to leader", "group", gid, "to", addr, "err", err)
+		n.log.Debug("forward to leader", n.shardAttr(gid), "to", p.addr, "err", err)
 	}
 	if err != nil {
 		fut.Resolve(nil, ErrNoLeader)
@@ -379,13 +384,13 @@ func (p *proposer) proposeLoop() {
 func (p *proposer) fill(batch []proposal) []proposal {
 	size := 0
 	for _, q := range batch {
-		size += approxSize(q.cmd)
+		size += q.cmd.ApproxBytes()
 	}
 	for len(batch) < maxBatch && size < maxBatchBytes {
 		select {
 		case q := <-p.props:
 			batch = append(batch, q)
-			size += approxSize(q.cmd)
+			size += q.cmd.ApproxBytes()
 		default:
 			return batch
 		}
@@ -415,20 +420,12 @@ func (p *proposer) drain() {
 	}
 }
 
-func approxSize(c *fsm.Command) int {
-	s := len(c.Key) + len(c.Data) + 32
-	for _, it := range c.Items {
-		s += len(it) + 2
-	}
-	return s
-}
-
 // propose admits, stamps and proposes one batch; it holds one slot, which
 // resolveBatch (or a refusal here) gives back.
 func (p *proposer) propose(batch []proposal) {
 	size := 0
 	for _, q := range batch {
-		size += approxSize(q.cmd)
+		size += q.cmd.ApproxBytes()
 	}
 	if err := p.refuse(size); err != nil {
 		for _, q := range batch {
@@ -593,4 +590,66 @@ func (g *group) applyRemote(ctx context.Context, body []byte) (*Future, error) {
 	fut := NewFuture()
 	g.submitLocal(cmds[0], fut)
 	return fut, nil
+}
+
+// SubmitUsers queues a change to the users (an ACL op) to group 0, which
+// holds them: the only group, or the map group of a sharded cluster.
+func (n *Node) SubmitUsers(cmd *fsm.Command) *Future {
+	if err := n.refuseClient(); err != nil {
+		return failed(err)
+	}
+	return n.meta.submit(cmd)
+}
+
+// UsersReplica is this node's replica of group 0, which holds the users.
+func (n *Node) UsersReplica() (*Replica, error) {
+	if n.meta == nil || n.meta.handle == nil {
+		return nil, ErrNotHosted
+	}
+	return n.meta.handle, nil
+}
+
+// UsersApplied waits, once a change to the users has been answered, until
+// every other member of group 0 that answers has applied it, for at most
+// wait. Each node enforces a revoked right or a deleted user once it applies
+// the change (a grant it honours at once: it catches up before it refuses),
+// so the client that made the change finds it in force on every node when it
+// hears the answer. A member that does not answer is not waited for.
+func (n *Node) UsersApplied(ctx context.Context, wait time.Duration) {
+	g := n.meta
+	if g == nil || g.handle == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := g.handle.ReadBarrier(ctx, ReadLinearizable); err != nil {
+		return
+	}
+	idx := g.fsm.AppliedIndex()
+	servers, err := latestServers(g.raft)
+	if err != nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		if string(s.ID) == n.cfg.ID {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				b, err := g.call(ctx, string(s.ID), string(s.Address), opStatus, nil)
+				var ps peerStatus
+				if err != nil || json.Unmarshal(b, &ps) != nil || ps.AppliedIndex >= idx {
+					return
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(2 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -24,7 +24,7 @@ func answerOf(err error) peerAnswer {
 // voters must say yes, the leader's own vote among them. It decides nothing
 // by itself and reads no clock or network (readindex.go sends the requests).
 type tally struct {
-	peers               []string // the other voters' Raft addresses
+	peers               []raft.Server // the other voters
 	voters, need        int
 	yes, no, legacyPeer int
 }
@@ -39,7 +39,7 @@ func newTally(servers []raft.Server, self string) *tally {
 		if string(s.ID) == self {
 			t.yes++
 		} else {
-			t.peers = append(t.peers, string(s.Address))
+			t.peers = append(t.peers, s)
 		}
 	}
 	t.need = t.voters/2 + 1

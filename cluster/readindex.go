@@ -92,8 +92,8 @@ type reader struct {
 	// barrierTerm is the term whose Barrier has been applied (the leader
 	// loop commits one at the start of every term).
 	barrierTerm atomic.Uint64
-	// call sends one node-to-node request to the peer at a Raft address.
-	call func(ctx context.Context, addr string, op byte, body []byte) ([]byte, error)
+	// call sends one node-to-node request to node id at a Raft address.
+	call func(ctx context.Context, id, addr string, op byte, body []byte) ([]byte, error)
 	// skipConfirm is the mutant that serves the index without confirming
 	// leadership (jepsen-lite's checker must catch it).
 	skipConfirm func() bool
@@ -103,7 +103,8 @@ type reader struct {
 // before the call (ReadLinearizable), or at once (ReadStale).
 //
 // A read that has to wait gives up after the node's apply timeout, or when ctx
-// ends.
+// ends; one that finds no leader waits for one up to the hold of a write
+// (hold.go), then fails with ErrNoLeader.
 func (g *group) ReadBarrier(ctx context.Context, level ReadLevel) error {
 	if h := g.fsm.Halted(); h != nil {
 		// Not even a stale read: this state will never catch up.
@@ -121,19 +122,25 @@ func (g *group) ReadBarrier(ctx context.Context, level ReadLevel) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.n.cfg.ApplyTimeout)
 	defer cancel()
-	var idx uint64
-	var err error
-	if i, ok := g.reads.soleVoterIndex(); ok {
-		idx = i
-	} else if g.IsLeader() {
-		idx, err = g.leaderGate.wait(ctx)
-	} else {
-		idx, err = g.remoteGate.wait(ctx)
-	}
+	// During an election the read waits for the new leader, as a write
+	// does (hold.go).
+	idx, err := g.readHold.index(ctx, g.readIndex)
 	if err != nil {
 		return err
 	}
 	return g.waitApplied(ctx, idx)
+}
+
+// readIndex is one try at a read index: the sole voter's own, a round of
+// this node's while it leads, or the leader's answer.
+func (g *group) readIndex(ctx context.Context) (uint64, error) {
+	if i, ok := g.reads.soleVoterIndex(); ok {
+		return i, nil
+	}
+	if g.IsLeader() {
+		return g.leaderGate.wait(ctx)
+	}
+	return g.remoteGate.wait(ctx)
 }
 
 // soleVoterIndex is the read index of a leader that is the only voter of
@@ -267,9 +274,9 @@ func (x *reader) confirm(ctx context.Context, term uint64) error {
 	}
 	body := binary.BigEndian.AppendUint64(nil, term)
 	answers := make(chan peerAnswer, len(t.peers))
-	for _, addr := range t.peers {
+	for _, p := range t.peers {
 		go func() {
-			_, err := x.call(ctx, addr, opConfirm, body)
+			_, err := x.call(ctx, string(p.ID), string(p.Address), opConfirm, body)
 			answers <- answerOf(err)
 		}()
 	}
@@ -296,11 +303,11 @@ func (x *reader) confirm(ctx context.Context, term uint64) error {
 
 // remoteIndex asks the leader for a read index.
 func (x *reader) remoteIndex(ctx context.Context) (uint64, error) {
-	addr, _ := x.r.LeaderWithID()
+	addr, id := x.r.LeaderWithID()
 	if addr == "" {
 		return 0, ErrNoLeader
 	}
-	body, err := x.call(ctx, string(addr), opReadIndex, nil)
+	body, err := x.call(ctx, string(id), string(addr), opReadIndex, nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()

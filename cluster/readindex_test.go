@@ -29,7 +29,7 @@ func newPeerTable() *peerTable {
 	return &peerTable{confirm: map[string]error{}, hold: map[string]chan struct{}{}, asked: map[string]int{}}
 }
 
-func (p *peerTable) call(ctx context.Context, addr string, op byte, body []byte) ([]byte, error) {
+func (p *peerTable) call(ctx context.Context, _, addr string, op byte, body []byte) ([]byte, error) {
 	p.mu.Lock()
 	p.asked[addr]++
 	hold := p.hold[addr]

@@ -28,10 +28,10 @@ func (n *Node) rejoin() ([]string, error) {
 	deadline := time.Now().Add(rejoinTimeout)
 	var last error
 	for {
-		gossip, err := leaveThroughLeader(n.cfg.ID, rj.Peers, n.peerStatusOf, func(ctx context.Context, addr string) error {
+		gossip, err := leaveThroughLeader(n.cfg.ID, rj.Peers, n.peerStatusOf, func(ctx context.Context, id, addr string) error {
 			ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
 			defer cancel()
-			_, err := n.peer(addr).call(ctx, opRemove, []byte(n.cfg.ID))
+			_, err := n.peer(id, addr).call(ctx, opRemove, []byte(n.cfg.ID))
 			return err
 		})
 		if err == nil {
@@ -62,8 +62,8 @@ func (n *Node) rejoin() ([]string, error) {
 // leaveThroughLeader finds the leader among peers (asking each for its
 // status) and asks it to remove node self; it returns the peers' gossip
 // addresses, to join through afterwards.
-func leaveThroughLeader(self string, peers []Peer, status func(ctx context.Context, addr string) (peerStatus, error),
-	remove func(ctx context.Context, leaderAddr string) error) ([]string, error) {
+func leaveThroughLeader(self string, peers []Peer, status func(ctx context.Context, id, addr string) (peerStatus, error),
+	remove func(ctx context.Context, leaderID, leaderAddr string) error) ([]string, error) {
 	addr := map[string]string{}
 	for _, p := range peers {
 		addr[p.ID] = p.Raft
@@ -75,7 +75,7 @@ func leaveThroughLeader(self string, peers []Peer, status func(ctx context.Conte
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		ps, err := status(ctx, p.Raft)
+		ps, err := status(ctx, p.ID, p.Raft)
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p.ID, err))
@@ -88,7 +88,7 @@ func leaveThroughLeader(self string, peers []Peer, status func(ctx context.Conte
 		if !ok || ps.Leader == self {
 			continue
 		}
-		if err := remove(context.Background(), leader); err != nil {
+		if err := remove(context.Background(), ps.Leader, leader); err != nil {
 			errs = append(errs, fmt.Errorf("remove through %s: %w", ps.Leader, err))
 			continue
 		}
@@ -110,25 +110,25 @@ func (n *Node) rejoinGroup(id int, dir string) error {
 	if err != nil || rj == nil {
 		return err
 	}
-	status := func(ctx context.Context, addr string) (peerStatus, error) {
+	status := func(ctx context.Context, peer, addr string) (peerStatus, error) {
 		var ps peerStatus
 		op, body := groupOp(id, opStatus, nil)
-		b, err := n.peer(addr).call(ctx, op, body)
+		b, err := n.peer(peer, addr).call(ctx, op, body)
 		if err == nil {
 			err = json.Unmarshal(b, &ps)
 		}
 		return ps, err
 	}
-	remove := func(ctx context.Context, addr string) error {
+	remove := func(ctx context.Context, leader, addr string) error {
 		ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
 		defer cancel()
 		op, body := groupOp(id, opRemove, []byte(n.cfg.ID))
-		_, err := n.peer(addr).call(ctx, op, body)
+		_, err := n.peer(leader, addr).call(ctx, op, body)
 		return err
 	}
 	if _, err := leaveThroughLeader(n.cfg.ID, rj.Peers, status, remove); err != nil {
 		return fmt.Errorf("group %d rejoins after recovery: no leader among %d peers removed this node yet: %w", id, len(rj.Peers), err)
 	}
-	n.log.Info("left a shard's configuration after recovery; it joins again as a new member", "group", id)
+	n.log.Info("left a shard's configuration after recovery; it joins again as a new member", n.shardAttr(id))
 	return os.Remove(filepath.Join(dir, RejoinFile))
 }

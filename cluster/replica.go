@@ -29,6 +29,10 @@ func (r *Replica) Shard() int { return r.shard }
 // FSM is the replica's state machine, for reads after ReadBarrier.
 func (r *Replica) FSM() *fsm.FSM { return r.g.fsm }
 
+// Leads reports whether this replica leads its shard's group now (a
+// transport answers MOVED to a cluster client's write elsewhere).
+func (r *Replica) Leads() bool { return r.g.raft != nil && !r.g.closed() && r.g.IsLeader() }
+
 // gone reports, as ErrNotHosted, that the store closed the replica's group.
 func (r *Replica) gone() error {
 	if r.g.closed() {

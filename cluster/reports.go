@@ -55,6 +55,9 @@ type nodeReport struct {
 	// Fenced lists shard groups this node holds data of and must not open:
 	// recovery of the shard left this replica out (fence.go).
 	Fenced []int `json:"fenced,omitempty"`
+	// Map is the version of the cluster map Fenced was read against (0:
+	// none, or a node from before reports said so).
+	Map uint64 `json:"map,omitempty"`
 }
 
 // groupReport is one replica of a group as its node sees it.
@@ -153,8 +156,12 @@ func groupLeader(tab map[string]received, gid int) (id string, g groupReport, ok
 
 // localReport is this node's report now.
 func (n *Node) localReport() nodeReport {
+	m := n.clusterMap()
 	r := nodeReport{ID: n.cfg.ID, Boot: n.boot, Seq: n.reportSeq.Add(1), Stopping: n.stopping.Load(),
-		Leaving: n.heal.leaving.Load(), MemLimit: n.cfg.MaxMemory, Fenced: n.fencedGroups()}
+		Leaving: n.heal.leaving.Load(), MemLimit: n.cfg.MaxMemory, Fenced: n.fencedGroups(m)}
+	if m != nil {
+		r.Map = m.Version
+	}
 	for _, g := range n.openGroups() {
 		if g.raft == nil || g.closed() {
 			continue
@@ -236,7 +243,7 @@ func (n *Node) pushReport(acked *[]<-chan rpcResp) {
 		if m.ID == n.cfg.ID || m.Raft == "" || m.state != memberlist.StateAlive {
 			continue
 		}
-		ch, err := n.peer(m.Raft).send(opReport, body)
+		ch, err := n.peer(m.ID, m.Raft).send(opReport, body)
 		if err != nil {
 			continue
 		}

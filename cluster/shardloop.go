@@ -227,7 +227,7 @@ func (n *Node) observeTend(m *fsm.Map) tendView {
 
 // tendGroups carries out this node's tend plan.
 func (n *Node) tendGroups(m *fsm.Map) {
-	for _, gid := range n.fencedGroups() {
+	for _, gid := range n.fencedGroups(n.clusterMap()) {
 		s := shardOfGroup(m, gid)
 		n.fencedOnce.Do(gid, func() {
 			n.log.Error("this node's replica of a shard was cut off by a recovery: it serves nothing of the shard",

@@ -27,9 +27,10 @@ const (
 	streamGroup byte = 'G' // then a uvarint group id > 0: Raft traffic of that group
 )
 
-// preambleTimeout bounds how long an accepted connection may take to complete
-// its handshake and name itself (a few round trips); meanwhile it holds one of
-// a capped number of pending slots (connlimit.go).
+// preambleTimeout bounds how long an accepted connection from a member's
+// address may take to complete its handshake and name itself (a few round
+// trips); meanwhile it holds one of a capped number of pending slots. One from
+// any other address has strangerTimeout (connlimit.go).
 const preambleTimeout = 3 * time.Second
 
 // refusedLogEvery spaces the log lines about refused connections, so a flood of
@@ -39,22 +40,15 @@ const refusedLogEvery = time.Second
 // mux accepts on one listener and splits connections between Raft and the RPC
 // server.
 type mux struct {
+	muxConfig
 	ln        net.Listener
 	advertise net.Addr
-	dial      DialFunc
-	tls       *PeerTLS                      // nil: plain TCP
-	auth      *peerAuth                     // who a TLS peer may be (peerauth.go)
-	raftConns chan net.Conn                 // group 0's
-	serveRPC  func(c net.Conn, peer string) // peer: the node id its certificate names ("" without TLS)
-	// fenced says, for a group, which senders a recovery of it cut off
-	// (nil: none); set before the mux accepts (fence.go).
-	fenced func(gid int) func(id string) bool
+	raftConns chan net.Conn // group 0's
 
 	groupsMu sync.Mutex
 	groups   map[int]chan net.Conn // Raft connections of groups > 0, by group
-	log      *slog.Logger
-	refused  prometheus.Counter
 	pending  *pendingLimit
+	members  atomic.Pointer[hostSet] // members' addresses (memberhosts.go); nil: none known yet
 
 	lastRefusedLog atomic.Int64 // unix nanoseconds
 	suppressed     atomic.Int64 // refusals not logged since
@@ -64,26 +58,53 @@ type mux struct {
 	wg        sync.WaitGroup
 }
 
-func newMux(ln net.Listener, advertise net.Addr, dial DialFunc, peerTLS *PeerTLS, auth *peerAuth,
-	serveRPC func(net.Conn, string), fenced func(gid int) func(id string) bool, log *slog.Logger, refused prometheus.Counter) *mux {
+// muxConfig is what the node gives its mux.
+type muxConfig struct {
+	dial     DialFunc
+	tls      *PeerTLS                      // nil: plain TCP
+	auth     *peerAuth                     // who a TLS peer may be (peerauth.go)
+	serveRPC func(c net.Conn, peer string) // peer: the node id its certificate names ("" without TLS)
+	// fenced says, for a group, which senders a recovery of it cut off
+	// (nil: none); set before the mux accepts (fence.go).
+	fenced func(gid int) func(id string) bool
+	log    *slog.Logger
+	// refused counts every connection refused; pendingRefused, by
+	// peerKind, those closed for want of a pending slot.
+	refused        prometheus.Counter
+	pendingRefused [2]prometheus.Counter
+	// misdialed hears of a connection this node dialled and closed after
+	// the handshake: the peer's certificate names node got, not want
+	// (stream "raft" or "rpc"; err says why when got is no node at all).
+	misdialed func(stream, addr, want, got string, err error)
+}
+
+func newMux(ln net.Listener, advertise net.Addr, cfg muxConfig) *mux {
 	m := &mux{
+		muxConfig: cfg,
 		ln:        ln,
 		advertise: advertise,
-		dial:      dial,
-		tls:       peerTLS,
-		auth:      auth,
 		raftConns: make(chan net.Conn),
 		groups:    make(map[int]chan net.Conn),
-		serveRPC:  serveRPC,
-		fenced:    fenced,
-		log:       log,
-		refused:   refused,
-		pending:   newPendingLimit(maxPending, maxPendingPerIP),
+		pending:   newPendingLimit(maxPendingMembers, maxPendingPerMember, maxPendingStrangers, maxPendingPerStranger),
 		closed:    make(chan struct{}),
 	}
 	m.wg.Add(1)
 	go m.acceptLoop()
 	return m
+}
+
+// setMembers sets the addresses whose connections take members' pending
+// slots.
+func (m *mux) setMembers(hosts hostSet) { m.members.Store(&hosts) }
+
+// kindOf is what a connection from host is taken for.
+func (m *mux) kindOf(host string) peerKind {
+	if hs := m.members.Load(); hs != nil {
+		if _, ok := (*hs)[host]; ok {
+			return fromMember
+		}
+	}
+	return fromStranger
 }
 
 func (m *mux) acceptLoop() {
@@ -103,15 +124,20 @@ func (m *mux) acceptLoop() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		release, ok := m.pending.take(c.RemoteAddr())
+		host := hostOf(c.RemoteAddr())
+		kind := m.kindOf(host)
+		release, ok := m.pending.take(host, kind)
 		if !ok {
-			m.refuse(c, "too many connections in their handshake", nil)
+			if r := m.pendingRefused[kind]; r != nil {
+				r.Inc()
+			}
+			m.refuse(c, "too many connections in their handshake from "+kind.String()+"s' addresses", nil)
 			continue
 		}
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			m.route(c, release)
+			m.route(c, release, kind.handshakeTimeout())
 		}()
 	}
 }
@@ -120,10 +146,11 @@ func (m *mux) acceptLoop() {
 // its stream and hands it on. Nothing else is read from a connection whose
 // handshake failed or whose certificate names no node (peerauth.go); a Raft
 // connection is read through a guard that lets the peer speak only as the node
-// its certificate names (raftguard.go).
-func (m *mux) route(c net.Conn, release func()) {
+// its certificate names (raftguard.go). It has until timeout to name its
+// stream.
+func (m *mux) route(c net.Conn, release func(), timeout time.Duration) {
 	defer release()
-	_ = c.SetDeadline(time.Now().Add(preambleTimeout))
+	_ = c.SetDeadline(time.Now().Add(timeout))
 	var peer string
 	if m.tls != nil {
 		tc := tls.Server(c, m.tls.Server)
@@ -271,16 +298,18 @@ func (m *mux) closeGroup(id int) {
 	m.groupsMu.Unlock()
 }
 
-// dialStream opens a connection to addr, completes the TLS handshake (with peer
-// TLS) and names its stream.
-func (m *mux) dialStream(ctx context.Context, addr string, kind byte) (net.Conn, error) {
-	return m.dialGroupStream(ctx, addr, kind, 0)
+// dialStream opens a connection to node id at addr, completes the TLS
+// handshake (with peer TLS) and names its stream.
+func (m *mux) dialStream(ctx context.Context, id, addr string, kind byte) (net.Conn, error) {
+	return m.dialGroupStream(ctx, id, addr, kind, 0)
 }
 
 // dialGroupStream is dialStream for a stream of a group: group 0's Raft
 // traffic is streamRaft, as before groups, another group's streamGroup and
-// its id.
-func (m *mux) dialGroupStream(ctx context.Context, addr string, kind byte, group int) (net.Conn, error) {
+// its id. With peer TLS the node that answers must hold the certificate of
+// id, by the rules the accepting side applies (peerAuth.dialled); else the
+// connection is closed before a byte of the stream is written.
+func (m *mux) dialGroupStream(ctx context.Context, id, addr string, kind byte, group int) (net.Conn, error) {
 	c, err := m.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
@@ -294,8 +323,15 @@ func (m *mux) dialGroupStream(ctx context.Context, addr string, kind byte, group
 			c.Close()
 			return nil, err
 		}
-		if _, err := m.auth.identify(tc.ConnectionState()); err != nil {
+		if got, err := m.auth.dialled(tc.ConnectionState(), id); err != nil {
 			tc.Close()
+			if m.misdialed != nil {
+				stream := "raft"
+				if kind == streamRPC {
+					stream = "rpc"
+				}
+				m.misdialed(stream, addr, id, got, err)
+			}
 			return nil, fmt.Errorf("the node at %s: %w", addr, err)
 		}
 		c = tc
@@ -372,10 +408,13 @@ func (l raftLayer) closeConns() {
 
 func (l raftLayer) Addr() net.Addr { return l.m.advertise }
 
-func (l raftLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+// Dial connects to the server target names: its id and address, as
+// namedTransport hands them on (dialname.go).
+func (l raftLayer) Dial(target raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	c, err := l.m.dialGroupStream(ctx, string(addr), streamRaft, l.group)
+	id, addr := splitDialTarget(target)
+	c, err := l.m.dialGroupStream(ctx, id, addr, streamRaft, l.group)
 	if err != nil {
 		return nil, err
 	}

@@ -358,3 +358,13 @@ func (c *RBChain) Debug() []string {
 func cFormatG(x float64) string {
 	return strconv.FormatFloat(x, 'g', 6, 64)
 }
+
+// MaxChunkBytes is the largest chunk LoadChunk could take anywhere in the
+// chain: its largest link's bytes. A chunk is written inside one link.
+func (c *RBChain) MaxChunkBytes() uint64 {
+	var m uint64
+	for i := range c.links {
+		m = max(m, c.links[i].bytes)
+	}
+	return m
+}

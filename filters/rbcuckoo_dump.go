@@ -279,3 +279,13 @@ func (c *RBCuckoo) chunkPlace(pos int64, n uint64) (*rbcSub, uint64, error) {
 	}
 	return s, off, nil
 }
+
+// MaxChunkBytes is the largest chunk LoadChunk could take anywhere in the
+// filter: its largest sub-filter's bytes. A chunk is written inside one.
+func (c *RBCuckoo) MaxChunkBytes() uint64 {
+	var m uint64
+	for i := range c.subs {
+		m = max(m, c.subs[i].size)
+	}
+	return m
+}

@@ -43,6 +43,12 @@ import (
 //	                                        0-3, bit 4 set when ExpireAt),
 //	                                        varint Expire
 //	17 memory limit (format 6, any op)      uvarint MemLimit, above 0
+//	18 watch (format 10, OpExec)            uvarint count (as many as keys),
+//	                                        uvarint Watch index each
+//
+// An OpExec's commands travel as its items, each one command encoded as
+// above (without a session, never an OpExec itself); OpTest and OpCount
+// appear only there.
 //
 // Fields are how a command grows without a new layout: a field's key is its tag
 // shifted left by one, the low bit set when a node must understand the field to
@@ -108,6 +114,7 @@ const (
 	tagWindow     = 2  // Spec.Window and Spec.Last (log format 6)
 	tagExpire     = 16 // OpExpire's deadline and conditions (log format 5)
 	tagMemLimit   = 17 // Command.MemLimit (log format 7)
+	tagWatch      = 18 // OpExec's Watch (log format 10)
 
 	expireAbsolute = 1 << 4 // the expire field's bit for ExpireAt
 )
@@ -122,6 +129,8 @@ func knownField(tag uint64, max byte) bool {
 		return max >= CodecV6
 	case tagMemLimit:
 		return max >= CodecV7
+	case tagWatch:
+		return max >= CodecV10
 	}
 	return false
 }
@@ -138,7 +147,7 @@ type ownFields struct {
 // ascending, held in own unless extra needs more room.
 func commandFields(c *Command, extra []field, own *ownFields) []field {
 	window := c.Spec.Window != 0 || c.Spec.Last != 0
-	if c.Op != OpExpire && c.MaxFilters == 0 && c.MemLimit == 0 && !window {
+	if c.Op != OpExpire && c.Op != OpExec && c.MaxFilters == 0 && c.MemLimit == 0 && !window {
 		return extra
 	}
 	fs, buf := own.fs[:0], own.buf[:0]
@@ -170,6 +179,13 @@ func commandFields(c *Command, extra []field, own *ownFields) []field {
 		buf = binary.AppendUvarint(buf, c.MemLimit)
 		put(tagMemLimit, buf[at:len(buf):len(buf)])
 	}
+	if c.Op == OpExec {
+		w := binary.AppendUvarint(nil, uint64(len(c.Watch)))
+		for _, i := range c.Watch {
+			w = binary.AppendUvarint(w, i)
+		}
+		put(tagWatch, w)
+	}
 	if len(extra) == 0 {
 		return fs // already in tag order
 	}
@@ -200,7 +216,7 @@ const (
 )
 
 // lastOp is the highest Op this build knows.
-const lastOp = OpSetMap
+const lastOp = OpACLRestore
 
 // EncodeCommand returns c as a TypeCommand log entry of the current version.
 func EncodeCommand(c *Command) []byte { return EncodeCommandVersion(c, CodecVersion) }
@@ -216,6 +232,7 @@ func EncodeCommandVersion(c *Command, v byte) []byte { return encodeCommandField
 // encodeCommandFields encodes c with fields (version 3 on; tests use it to
 // write fields this build does not know).
 func encodeCommandFields(c *Command, v byte, extra []field) []byte {
+	c = wireForm(c, v)
 	var own ownFields
 	fields := commandFields(c, extra, &own)
 	b := make([]byte, 0, 2+commandSize(c, v, fields)+entryTrailer)
@@ -227,6 +244,13 @@ func encodeCommandFields(c *Command, v byte, extra []field) []byte {
 func EncodeBatchVersion(cs []*Command, v byte) []byte {
 	size := 2 + binary.MaxVarintLen64 + entryTrailer
 	var own ownFields
+	if slices.ContainsFunc(cs, func(c *Command) bool { return c.Op == OpExec }) {
+		wired := make([]*Command, len(cs))
+		for i, c := range cs {
+			wired[i] = wireForm(c, v)
+		}
+		cs = wired
+	}
 	for _, c := range cs {
 		size += binary.MaxVarintLen64 + commandSize(c, v, commandFields(c, nil, &own))
 	}
@@ -244,6 +268,31 @@ func EncodeBatchVersion(cs []*Command, v byte) []byte {
 		}
 	}
 	return sealEntry(b)
+}
+
+// wireForm is c as the codec writes it: an OpExec's commands become its
+// items, each encoded on its own.
+func wireForm(c *Command, v byte) *Command {
+	if c.Op != OpExec {
+		return c
+	}
+	w := *c
+	w.Items = make([][]byte, len(c.Subs))
+	var own ownFields
+	for i, sub := range c.Subs {
+		w.Items[i] = appendCommand(nil, sub, v, commandFields(sub, nil, &own))
+	}
+	w.Subs = nil
+	return &w
+}
+
+// InExec reports whether op may be one of an OpExec's commands.
+func InExec(op Op) bool {
+	switch op {
+	case OpReserve, OpAdd, OpDelete, OpDelKeys, OpRename, OpCompact, OpExpire, OpPersist, OpTest, OpCount:
+		return true
+	}
+	return false
 }
 
 // EncodeNoop returns an entry that applies nothing (tests, and proposals that
@@ -458,9 +507,11 @@ func appendString(b []byte, s string) []byte {
 // values (wire.Reader, failing with ErrCorrupt).
 type decoder struct {
 	wire.Reader
-	v    byte // the entry's log format
-	max  byte // the highest log format the node reads
-	spec bool // the command being decoded has a spec
+	v     byte // the entry's log format
+	max   byte // the highest log format the node reads
+	spec  bool // the command being decoded has a spec
+	sub   bool // it is one of an OpExec's commands
+	watch bool // the watch field was read
 }
 
 func newDecoder(b []byte, v, max byte) *decoder {
@@ -511,6 +562,14 @@ func (d *decoder) command() *Command {
 	}
 	if c.Family > FamilyCBF {
 		d.unknown(fmt.Sprintf("unknown family %d", c.Family))
+		return nil
+	}
+	if d.sub && !InExec(c.Op) {
+		d.Fail(fmt.Sprintf("op %d inside a transaction", c.Op))
+		return nil
+	}
+	if !d.sub && (c.Op == OpTest || c.Op == OpCount) {
+		d.Fail(fmt.Sprintf("op %d outside a transaction", c.Op))
 		return nil
 	}
 	if flags&^flagsKnown != 0 {
@@ -574,11 +633,40 @@ func (d *decoder) command() *Command {
 		d.Fail("expire without its expire field")
 	case c.Op != OpExpire && expire:
 		d.Fail(fmt.Sprintf("expire field on op %d", c.Op))
+	case d.sub && c.Session != (Session{}):
+		d.Fail("session inside a transaction")
+	case c.Op == OpExec:
+		d.execCommands(c)
+	case d.watch:
+		d.Fail(fmt.Sprintf("watch field on op %d", c.Op))
 	}
 	if d.Err() != nil {
 		return nil
 	}
 	return c
+}
+
+// execCommands decodes an OpExec's commands from its items.
+func (d *decoder) execCommands(c *Command) {
+	if !d.watch || len(c.Watch) != len(c.Keys) {
+		d.Fail("exec without a watch index per watched key")
+		return
+	}
+	c.Subs = make([]*Command, 0, len(c.Items))
+	for _, it := range c.Items {
+		sub := newDecoder(it, d.v, d.max)
+		sub.sub = true
+		sc := sub.command()
+		if sub.Err() == nil && len(sub.B) != 0 {
+			sub.Fail("trailing bytes in a transaction's command")
+		}
+		if sub.Err() != nil {
+			d.SetErr(sub.Err())
+			return
+		}
+		c.Subs = append(c.Subs, sc)
+	}
+	c.Items = nil
 }
 
 // fields reads a command's fields into c: it skips those it does not know
@@ -610,6 +698,8 @@ func (d *decoder) fields(c *Command) (expire bool) {
 				d.windowField(c, key&fieldMust != 0, val)
 			case tagMemLimit:
 				d.memLimitField(c, key&fieldMust != 0, val)
+			case tagWatch:
+				d.watchField(c, key&fieldMust != 0, val)
 			}
 			continue
 		}
@@ -671,6 +761,27 @@ func (d *decoder) memLimitField(c *Command, must bool, val []byte) {
 	c.MemLimit = v
 }
 
+// watchField decodes the watch field's value into c.
+func (d *decoder) watchField(c *Command, must bool, val []byte) {
+	f := newDecoder(val, d.v, d.max)
+	n := f.Count()
+	if !must || f.Err() != nil {
+		d.Fail("bad watch field")
+		return
+	}
+	if n > 0 {
+		c.Watch = make([]uint64, 0, n)
+	}
+	for i := 0; i < n && f.Err() == nil; i++ {
+		c.Watch = append(c.Watch, f.Uvarint())
+	}
+	if f.Err() != nil || len(f.B) != 0 {
+		d.Fail("bad watch field")
+		return
+	}
+	d.watch = true
+}
+
 // Result encoding (a forwarded write's reply): error code, flags, uvarint count,
 // zig-zag varints.
 
@@ -679,10 +790,14 @@ var resultErrs = []error{
 	nil, ErrNotFound, ErrExists, ErrWrongType, ErrFull, ErrMaxExpansions,
 	ErrNonScalingFull, ErrBadPosition, ErrBadData, ErrBadSpec, ErrSessionExpired,
 	ErrBadExpire, ErrChunkOutside, ErrChunkTooBig, ErrBadHeader, ErrCannotGrow,
-	ErrOutOfMemory, ErrStaleMap, ErrMapGroup, ErrHoldsFilters,
+	ErrOutOfMemory, ErrStaleMap, ErrMapGroup, ErrHoldsFilters, ErrWatched,
+	ErrACLRule, ErrNoUsers,
 }
 
-const resultStopped = 1 << 0
+const (
+	resultStopped = 1 << 0
+	resultSubs    = 1 << 1 // an OpExec's: uvarint count, each length-prefixed
+)
 
 // EncodeResult encodes r for the wire.
 func EncodeResult(r *Result) []byte {
@@ -701,11 +816,25 @@ func EncodeResult(r *Result) []byte {
 	if r.Stopped {
 		flags |= resultStopped
 	}
+	if r.Subs != nil {
+		flags |= resultSubs
+	}
 	b := make([]byte, 0, 3+len(r.Ints)*2)
 	b = append(b, byte(code), flags)
 	b = binary.AppendUvarint(b, uint64(len(r.Ints)))
 	for _, v := range r.Ints {
 		b = binary.AppendVarint(b, v)
+	}
+	if r.Subs != nil {
+		b = binary.AppendUvarint(b, uint64(len(r.Subs)))
+		for _, sub := range r.Subs {
+			if sub.Subs != nil {
+				panic("fsm: a transaction inside a transaction's result")
+			}
+			enc := EncodeResult(sub)
+			b = binary.AppendUvarint(b, uint64(len(enc)))
+			b = append(b, enc...)
+		}
 	}
 	return b
 }
@@ -722,7 +851,7 @@ func DecodeResult(data []byte) (*Result, error) {
 	if int(code) >= len(resultErrs) {
 		return nil, fmt.Errorf("%w: unknown result code %d", ErrCorrupt, code)
 	}
-	if flags&^resultStopped != 0 {
+	if flags&^(resultStopped|resultSubs) != 0 {
 		return nil, fmt.Errorf("%w: unknown result flags", ErrCorrupt)
 	}
 	r := &Result{Err: resultErrs[code], Stopped: flags&resultStopped != 0}
@@ -730,6 +859,24 @@ func DecodeResult(data []byte) (*Result, error) {
 		r.Ints = make([]int64, 0, n)
 		for i := 0; i < n && d.Err() == nil; i++ {
 			r.Ints = append(r.Ints, d.Varint())
+		}
+	}
+	if flags&resultSubs != 0 && d.Err() == nil {
+		n := d.Count()
+		r.Subs = make([]*Result, 0, n)
+		for i := 0; i < n && d.Err() == nil; i++ {
+			b := d.Bytes(d.Count())
+			if d.Err() != nil {
+				break
+			}
+			if len(b) > 1 && b[1]&resultSubs != 0 {
+				return nil, fmt.Errorf("%w: a transaction inside a transaction's result", ErrCorrupt)
+			}
+			sub, err := DecodeResult(b)
+			if err != nil {
+				return nil, err
+			}
+			r.Subs = append(r.Subs, sub)
 		}
 	}
 	if d.Err() == nil && len(d.B) != 0 {

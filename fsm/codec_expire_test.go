@@ -176,12 +176,14 @@ func TestCodecGoldenV5(t *testing.T) {
 // TestMinCodec: each op needs the format that introduced it.
 func TestMinCodec(t *testing.T) {
 	for op, want := range map[Op]byte{OpReserve: CodecV1, OpLoadChunk: CodecV1, OpRename: CodecV4,
-		OpCompact: CodecV4, OpExpire: CodecV5, OpPersist: CodecV5, OpExpireTick: CodecV5, OpSetMap: CodecV8} {
+		OpCompact: CodecV4, OpExpire: CodecV5, OpPersist: CodecV5, OpExpireTick: CodecV5, OpSetMap: CodecV8,
+		OpExec: CodecV10, OpTest: CodecV10, OpCount: CodecV10,
+		OpACLSetUser: CodecV11, OpACLDelUser: CodecV11, OpACLLoad: CodecV11, OpACLRestore: CodecV11} {
 		if got := MinCodec(&Command{Op: op}); got != want {
 			t.Errorf("op %d: format %d, want %d", op, got, want)
 		}
 	}
-	if lastOp != OpSetMap || CodecVersion != CodecV9 {
+	if lastOp != OpACLRestore || CodecVersion != CodecV11 {
 		t.Errorf("a new op needs a row here")
 	}
 	// A map that fences a replica needs map codec 2, which log format 9

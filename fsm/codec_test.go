@@ -389,6 +389,9 @@ func FuzzDecodeEntry(f *testing.F) {
 	for _, c := range windowSamples() {
 		f.Add(EncodeCommand(c))
 	}
+	for _, c := range txSamples() {
+		f.Add(EncodeCommand(c))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		typ, cs, err := DecodeEntry(data)
 		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNewerFormat) {
@@ -428,6 +431,7 @@ func FuzzDecodeEntry(f *testing.F) {
 func FuzzDecodeResult(f *testing.F) {
 	f.Add(EncodeResult(&Result{Err: ErrFull, Ints: []int64{1, -1}, Stopped: true}))
 	f.Add([]byte{0, 0, 0})
+	f.Add(EncodeResult(&Result{Subs: []*Result{{Ints: []int64{1}}, {Err: ErrWrongType}}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := DecodeResult(data)
 		if err != nil {

@@ -53,7 +53,7 @@ func (f *FSM) install(key string, flt filters.Filter) *entry {
 	if old := f.reg.byKey[key]; old != nil {
 		f.removeEntry(old)
 	}
-	e := &entry{key: key, kind: flt.Kind(), f: flt, gen: f.gen, mem: entryBytes(key, flt)}
+	e := &entry{key: key, kind: flt.Kind(), f: flt, gen: f.gen, mem: entryBytes(key, flt), ver: f.applying}
 	f.reg.put(e)
 	f.memory.Add(e.mem)
 	if IsWindowed(e.kind) {
@@ -65,6 +65,7 @@ func (f *FSM) install(key string, flt filters.Filter) *entry {
 // removeEntry deletes e's key, its deadline and its place among the windowed
 // filters' retirements.
 func (f *FSM) removeEntry(e *entry) {
+	f.noteRemoved(e.key)
 	f.clearDeadline(e)
 	f.dropRetirement(e)
 	f.reg.remove(e)
@@ -98,6 +99,7 @@ func (f *FSM) mutate(e *entry, fn func(flt filters.Filter)) {
 		e.mu.Unlock()
 		e.gen = f.gen
 	}
+	e.ver = f.applying
 	e.mu.Lock()
 	fn(e.f)
 	mem := e.bytes()
@@ -259,7 +261,7 @@ func (f *FSM) applyRename(c *Command) *Result {
 	}
 	deadline := src.exp.Load()
 	f.removeEntry(src)
-	e := &entry{key: to, kind: src.kind, f: src.f, gen: src.gen, mem: entryBytes(to, src.f)}
+	e := &entry{key: to, kind: src.kind, f: src.f, gen: src.gen, mem: entryBytes(to, src.f), ver: f.applying}
 	f.reg.put(e)
 	f.memory.Add(e.mem)
 	if deadline != nil {
@@ -278,6 +280,7 @@ func (f *FSM) applyFlush(c *Command) *Result {
 	f.memory.Store(0)
 	f.deadlines, f.retires = nil, nil
 	f.noteDeadlines()
+	f.noteFlushed()
 	return &Result{Ints: []int64{int64(n)}}
 }
 

@@ -71,6 +71,7 @@ func (f *FSM) logMillis() int64 { return max(f.sessions.now, 0) / 1e6 }
 // setDeadline gives e the deadline (Unix ms), replacing any it had.
 func (f *FSM) setDeadline(e *entry, deadline int64) {
 	x := &expiry{deadline: deadline, e: e}
+	e.ver = f.applying
 	if old := e.exp.Load(); old != nil {
 		x.at = old.at
 		f.deadlines[x.at] = x
@@ -92,6 +93,7 @@ func (f *FSM) clearDeadline(e *entry) bool {
 		return false
 	}
 	heap.Remove(&f.deadlines, old.at)
+	e.ver = f.applying
 	e.exp.Store(nil)
 	e.mem -= expiryBytes
 	f.memory.Add(^uint64(expiryBytes - 1)) // minus expiryBytes

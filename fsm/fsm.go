@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rookerydb/rookery/internal/acl"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,14 @@ type Options struct {
 	// OnMap, when set, is called on the apply goroutine (and after a restore)
 	// with each new cluster map. It must not call back into the state machine.
 	OnMap func(m *Map)
+	// Users, when set, are the node's users (ACL), which this group's log
+	// holds: group 0 alone. RequirePass is the default user's password
+	// until the log sets the default user (acl.go).
+	Users       *acl.Store
+	RequirePass string
+	// OnUsers, when set, is called on the apply goroutine after each change
+	// to the users. It must not block or call back into the state machine.
+	OnUsers func()
 }
 
 // DefaultSessionTTL is the session lifetime when Options.SessionTTL is zero.
@@ -52,6 +61,12 @@ type FSM struct {
 	sessions *sessionTable
 	handlers [lastOp + 1]func(c *Command) *Result
 
+	// Users (acl.go): nil in a group that holds none.
+	users       *acl.Store
+	requirePass string
+	onUsers     func()
+	usersState  // changed by Apply and Restore only
+
 	memory  atomic.Uint64 // sum of the entries' mem
 	applied atomic.Uint64 // last log index applied
 
@@ -64,6 +79,9 @@ type FSM struct {
 	next      atomic.Int64  // earliest deadline, 0 if none
 	nextCh    chan struct{} // a value when next changes
 	expired   atomic.Uint64 // keys removed by expiry
+
+	// tx is what WATCH compares (tx.go); apply goroutine only.
+	tx txState
 
 	// retires orders the windowed filters by their next retirement
 	// (window.go); apply goroutine only.
@@ -116,18 +134,21 @@ func New(opts Options) *FSM {
 		opts.MaxFormat = CodecVersion
 	}
 	f := &FSM{
-		maxFormat:  opts.MaxFormat,
-		log:        opts.Logger.With("component", "fsm"),
-		reg:        newRegistry(),
-		sessionTTL: int64(opts.SessionTTL),
-		sessions:   newSessionTable(int64(opts.SessionTTL)),
-		gen:        1,
-		snapLive:   make(map[uint64]int),
-		waitCh:     make(chan struct{}),
-		haltCh:     make(chan struct{}),
-		onExpire:   opts.OnExpire,
-		onMap:      opts.OnMap,
-		nextCh:     make(chan struct{}, 1),
+		maxFormat:   opts.MaxFormat,
+		log:         opts.Logger.With("component", "fsm"),
+		reg:         newRegistry(),
+		sessionTTL:  int64(opts.SessionTTL),
+		sessions:    newSessionTable(int64(opts.SessionTTL)),
+		gen:         1,
+		snapLive:    make(map[uint64]int),
+		waitCh:      make(chan struct{}),
+		haltCh:      make(chan struct{}),
+		onExpire:    opts.OnExpire,
+		onMap:       opts.OnMap,
+		nextCh:      make(chan struct{}, 1),
+		users:       opts.Users,
+		onUsers:     opts.OnUsers,
+		requirePass: opts.RequirePass,
 	}
 	f.handlers = [lastOp + 1]func(c *Command) *Result{
 		OpReserve:   f.applyReserve,
@@ -144,6 +165,15 @@ func New(opts Options) *FSM {
 		OpExpireTick: f.applyExpireTick,
 
 		OpSetMap: f.applySetMap,
+
+		OpExec:  f.applyExec,
+		OpTest:  f.applyTest,
+		OpCount: f.applyCount,
+
+		OpACLSetUser: f.applyACLSetUser,
+		OpACLDelUser: f.applyACLDelUser,
+		OpACLLoad:    f.applyACLLoad,
+		OpACLRestore: f.applyACLRestore,
 	}
 	return f
 }
@@ -251,10 +281,11 @@ func (f *FSM) applyCommand(c *Command) *Result {
 }
 
 // TouchesFilters reports whether op creates, changes or removes filters:
-// what a group holding the cluster map refuses.
+// what a group holding the cluster map refuses. The users are that group's
+// own state (acl.go), so their ops do not count.
 func TouchesFilters(op Op) bool {
 	switch op {
-	case OpSetMap, OpExpireTick:
+	case OpSetMap, OpExpireTick, OpACLSetUser, OpACLDelUser, OpACLLoad, OpACLRestore:
 		return false
 	}
 	return true

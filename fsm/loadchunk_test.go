@@ -416,8 +416,31 @@ func TestCheckLoadChunk(t *testing.T) {
 		if checked == nil {
 			t.Fatalf("iter %d: a chunk of %d bytes passed the check", iter, n)
 		}
-		if r := h.apply(c); !errors.Is(r.Err, checked) {
+		if r := h.apply(c); !errors.Is(checked, r.Err) {
 			t.Fatalf("iter %d: checked %v, applied %v", iter, checked, r.Err)
 		}
+		var size *ChunkSizeError
+		if !errors.As(checked, &size) || size.Max != MaxOwnChunkBytes || size.Got != uint64(n) {
+			t.Fatalf("iter %d: %v does not name the chunk's size and the %d the filter takes", iter, checked, MaxOwnChunkBytes)
+		}
+	}
+	// A chunk larger than every link of a RedisBloom chain is refused naming
+	// the largest link; one that fits a link is judged by its place alone.
+	big := uint64(0)
+	_ = f.read(FamilyBF, "bf", func(flt filters.Filter) {
+		for _, l := range flt.(*filters.RBChain).Links() {
+			big = max(big, l.Bytes)
+		}
+	})
+	n2 := uint64(MaxOwnChunkBytes) + big
+	var size *ChunkSizeError
+	if err := f.CheckChunkSize(FamilyBF, "bf", int64(n2)+1, n2); !errors.As(err, &size) || size.Max != max(big, MaxOwnChunkBytes) {
+		t.Fatalf("a chunk of %d bytes into a chain whose largest link holds %d: %v", n2, big, err)
+	}
+	if err := f.CheckChunkSize(FamilyBF, "missing", 2, n2); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a chunk into a missing key: %v", err)
+	}
+	if _, known := f.ChunkLimit(FamilyBF, "missing", 2); known {
+		t.Fatal("a replica judged a chunk into a key it does not hold")
 	}
 }

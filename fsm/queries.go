@@ -118,26 +118,90 @@ var (
 )
 
 // CheckLoadChunk reports the refusal applying c, a LOADCHUNK of a chunk into
-// an existing filter of one of RedisBloom's layouts, would meet now, or nil.
-// A chunk too big for one log entry is logged in pieces, each applied on its
-// own; the node checks the whole chunk first, so that a chunk RedisBloom would
-// refuse is not written in part.
+// an existing filter of one of RedisBloom's layouts, or of a chunk larger than
+// any of our own format (MaxOwnChunkBytes), would meet now, or nil. A chunk
+// too big for one log entry is logged in pieces, each applied on its own; the
+// node checks the whole chunk first, so that a chunk RedisBloom would refuse
+// is not written in part, and one larger than its filter could take anywhere
+// is not logged at all.
 func (f *FSM) CheckLoadChunk(c *Command) error {
+	return f.CheckChunkSize(c.Family, c.Key, c.Iter, uint64(len(c.Data)))
+}
+
+// CheckChunkSize is CheckLoadChunk for a chunk known by its length n alone
+// (the request reader asks before reading it): for a chunk into a filter of
+// one of RedisBloom's layouts, or one larger than MaxOwnChunkBytes, it says
+// what applying it would, and when the chunk is larger than its filter could
+// take anywhere (ChunkLimit), it says so with both sizes (ChunkSizeError).
+// Our own chunks up to MaxOwnChunkBytes are checked when they apply.
+func (f *FSM) CheckChunkSize(fam Family, key string, iter int64, n uint64) error {
 	var err error
-	rerr := f.read(c.Family, c.Key, func(flt filters.Filter) {
-		if ck, ok := flt.(interface{ CheckChunk(int64, uint64) error }); ok {
-			err = rbChunkErr(ck.CheckChunk(c.Iter, uint64(len(c.Data))))
-			return
+	loading := false
+	switch {
+	case iter == 1 && n > MaxOwnChunkBytes:
+		// No header of any format is this long.
+		err = ErrBadData
+		if fam == FamilyCF {
+			err = ErrBadHeader
 		}
-		if len(c.Data) > filters.DumpChunkBytes+4 {
-			// No chunk of our own format is this big: LoadChunk refuses it.
-			err = ownChunkErr(filters.CheckBigChunk(flt, c.Iter, len(c.Data)))
+	default:
+		rerr := f.read(fam, key, func(flt filters.Filter) {
+			if ck, ok := flt.(interface{ CheckChunk(int64, uint64) error }); ok {
+				err = rbChunkErr(ck.CheckChunk(iter, n))
+				return
+			}
+			loading = filters.Loading(flt)
+			if n > MaxOwnChunkBytes {
+				// No chunk of our own format is this big: LoadChunk refuses it.
+				err = ownChunkErr(filters.CheckBigChunk(flt, iter, int(min(n, 1<<62))))
+			}
+		})
+		if rerr != nil {
+			return rerr
 		}
-	})
-	if rerr != nil {
-		return rerr
+	}
+	if n > MaxOwnChunkBytes {
+		if lim, known := f.ChunkLimit(fam, key, iter); known && n > lim {
+			if err == nil {
+				err = ErrChunkTooBig
+			}
+			return &ChunkSizeError{Key: key, Got: n, Max: lim, Err: err, Named: loading}
+		}
 	}
 	return err
+}
+
+// MaxOwnChunkBytes is the largest chunk of this package's own dump format
+// (filters.DumpChunkBytes and its checksum), and more than the first chunk
+// (header) of any format holds: a longer LOADCHUNK chunk is only ever taken
+// by a filter of one of RedisBloom's layouts.
+const MaxOwnChunkBytes = filters.DumpChunkBytes + 4
+
+// ChunkLimit is the most bytes a LOADCHUNK chunk at iterator iter into key
+// could hold and still be taken, judged from this replica's state alone: a
+// filter of one of RedisBloom's layouts of family fam takes at most its
+// largest link (or sub-filter); any other existing key, and a first chunk, at
+// most MaxOwnChunkBytes. known is false for a chunk after the first into a key
+// this replica does not hold, which a lagging replica cannot judge (the header
+// may have applied on the leader only).
+func (f *FSM) ChunkLimit(fam Family, key string, iter int64) (limit uint64, known bool) {
+	if iter == 1 {
+		return MaxOwnChunkBytes, true
+	}
+	e := f.reg.get(key)
+	if e == nil {
+		return 0, false
+	}
+	limit = MaxOwnChunkBytes
+	if familyOf(e.kind) != fam {
+		return limit, true // refused whatever its size: WRONGTYPE
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if m, ok := e.f.(interface{ MaxChunkBytes() uint64 }); ok {
+		limit = max(limit, m.MaxChunkBytes())
+	}
+	return limit, true
 }
 
 // KindOf reports the kind of key's filter and whether it exists.
@@ -211,6 +275,12 @@ func (f *FSM) GrowthBytes(key string, n int) uint64 {
 // (a bad spec or chunk), which is answered with the refusal.
 func (f *FSM) NeedBytes(c *Command) uint64 {
 	switch c.Op {
+	case OpExec:
+		var b uint64
+		for _, sub := range c.Subs {
+			b += f.NeedBytes(sub)
+		}
+		return b
 	case OpReserve:
 		b, err := EstimateBytes(c.Spec)
 		if err != nil {

@@ -32,6 +32,9 @@ type entry struct {
 	// streaming f, so the next mutation works on a copy (copy-on-write).
 	gen uint64
 	mem uint64 // e.bytes() as last accounted
+	// ver is the index of the last entry that created or changed the key
+	// (tx.go: what WATCH compares). Apply goroutine only.
+	ver uint64
 	// ret is a windowed filter's place in the retirement index (window.go),
 	// nil when it has none. Apply goroutine only.
 	ret *retirement

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/rookerydb/rookery/filters"
+	"github.com/rookerydb/rookery/internal/acl"
 	"github.com/rookerydb/rookery/internal/errdetail"
 	"github.com/rookerydb/rookery/internal/mutant"
 )
@@ -37,7 +38,13 @@ import (
 // version 2 written when a filter is windowed (filters.KindWindowBloom,
 // KindWindowCuckoo): a build before them refuses it by its version, rather
 // than as a damaged filter (no windowed filter exists until every node reads
-// log format 6).
+// log format 6). Version 5 is version 4 (the map section only where there is
+// a map) written once a transaction has applied (tx.go): a section 'T'
+// after the sessions and the map (uvarint floor, uvarint forgotten, uvarint
+// count, then each tombstone's key and uvarint index, keys ascending), and
+// each filter's uvarint version after its deadline. Version 6 is version 5
+// written once users were set (acl.go), with a section 'U' after the
+// transaction section: uvarint length, then the users (FSM.encodeUsers).
 
 // Every section ends with the CRC-32C of its tag and contents, so Restore
 // verifies each part as it streams, and a filter's own encoding carries its own
@@ -50,9 +57,13 @@ const (
 	snapV1      = 1 // without: what a state with no deadline is written as
 	snapV3      = 3 // version 2 holding windowed filters
 	snapV4      = 4 // as 3, with a section 'M', the cluster map (group 0 of a sharded cluster)
+	snapV5      = 5 // as 4, with a section 'T' and filters' versions (transactions)
+	snapV6      = 6 // as 5, with a section 'U', the users (acl.go)
 
 	tagSessions = 'S'
 	tagMap      = 'M'
+	tagTx       = 'T'
+	tagUsers    = 'U'
 	tagFilter   = 'F'
 	tagEnd      = 'E'
 
@@ -79,9 +90,15 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		return nil, fmt.Errorf("no snapshot of a halted state machine: %w", h)
 	}
 	s := &snapshot{fsm: f, gen: f.gen, applied: f.applied.Load(), sessions: f.sessions.clone(), cmap: f.cmap.Load()}
+	if f.tx.floor != 0 {
+		s.tx = &txState{floor: f.tx.floor, forgotten: f.tx.forgotten, removed: maps.Clone(f.tx.removed)}
+	}
+	if f.users != nil && f.usersSet {
+		s.users = f.encodeUsers()
+	}
 	s.entries = make([]frozen, 0, len(f.reg.byKey))
 	for _, e := range f.reg.byKey {
-		fr := frozen{key: e.key, f: e.f}
+		fr := frozen{key: e.key, f: e.f, ver: e.ver}
 		if x := e.exp.Load(); x != nil {
 			fr.deadline = x.deadline
 		}
@@ -100,6 +117,7 @@ type frozen struct {
 	key      string
 	f        filters.Filter
 	deadline int64 // Unix ms, 0 for none
+	ver      uint64
 }
 
 type snapshot struct {
@@ -109,6 +127,8 @@ type snapshot struct {
 	entries  []frozen
 	sessions *sessionTable
 	cmap     *Map
+	tx       *txState // nil before the first transaction
+	users    []byte   // nil before users were set
 	once     sync.Once
 }
 
@@ -138,6 +158,12 @@ func (s *snapshot) write(w io.Writer) error {
 	if s.cmap != nil {
 		version = snapV4
 	}
+	if s.tx != nil {
+		version = snapV5
+	}
+	if s.users != nil {
+		version = snapV6
+	}
 	hdr := binary.LittleEndian.AppendUint16([]byte(snapMagic), version)
 	if _, err := bw.Write(binary.LittleEndian.AppendUint32(hdr, crc32.Checksum(hdr, castagnoli))); err != nil {
 		return err
@@ -152,11 +178,25 @@ func (s *snapshot) write(w io.Writer) error {
 		sw.write(m)
 		sw.end()
 	}
+	if s.tx != nil {
+		sw.begin(tagTx)
+		sw.write(encodeTx(s.tx))
+		sw.end()
+	}
+	if s.users != nil {
+		sw.begin(tagUsers)
+		sw.write(binary.AppendUvarint(nil, uint64(len(s.users))))
+		sw.write(s.users)
+		sw.end()
+	}
 	for _, e := range s.entries {
 		sw.begin(tagFilter)
 		b := appendString(nil, e.key)
 		if version >= snapVersion {
 			b = binary.AppendUvarint(b, uint64(e.deadline))
+		}
+		if version >= snapV5 {
+			b = binary.AppendUvarint(b, e.ver)
 		}
 		sw.write(b)
 		if sw.err == nil {
@@ -261,7 +301,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	var dl deadlineHeap
 	for _, fr := range st.entries {
 		e := &entry{key: fr.key, kind: fr.f.Kind(), hash: scanHash(fr.key), f: fr.f,
-			gen: f.gen, mem: entryBytes(fr.key, fr.f)}
+			gen: f.gen, mem: entryBytes(fr.key, fr.f), ver: fr.ver}
 		if fr.deadline != 0 {
 			x := &expiry{deadline: fr.deadline, e: e, at: len(dl)}
 			e.exp.Store(x)
@@ -280,7 +320,15 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.memory.Store(mem)
 	f.deadlines = dl
 	f.sessions = st.sessions
+	f.tx = txState{}
+	if st.tx != nil {
+		f.tx = *st.tx
+	}
 	f.rebuildRetirements()
+	if err := f.restoreUsers(st.users); err != nil {
+		// Checked when read (readUsersSection): cannot happen.
+		f.log.Error("restoring users", "err", err)
+	}
 	f.cmap.Store(st.cmap)
 	if st.cmap != nil && f.onMap != nil {
 		f.onMap(st.cmap)
@@ -332,6 +380,8 @@ type snapState struct {
 	sessions *sessionTable
 	applied  uint64
 	cmap     *Map
+	tx       *txState
+	users    []byte
 }
 
 // maxMapSection bounds the cluster map's section.
@@ -412,8 +462,8 @@ func scanSnapshot(r io.Reader, ttl int64, keep func(frozen)) (*snapState, error)
 		return nil, errors.New("not a Rookery snapshot")
 	}
 	version := binary.LittleEndian.Uint16(body[len(snapMagic):])
-	if version != snapV1 && version != snapVersion && version != snapV3 && version != snapV4 {
-		return nil, fmt.Errorf("snapshot version %d, this build reads %d to %d", version, snapV1, snapV4)
+	if version < snapV1 || version > snapV6 {
+		return nil, fmt.Errorf("snapshot version %d, this build reads %d to %d", version, snapV1, snapV6)
 	}
 	sr := &sectionReader{r: br}
 	st := &snapState{}
@@ -433,6 +483,14 @@ func scanSnapshot(r io.Reader, ttl int64, keep func(frozen)) (*snapState, error)
 			}
 		case tag == tagMap && seen == 1 && version >= snapV4:
 			if st.cmap, err = readMapSection(sr); err != nil {
+				return nil, err
+			}
+		case tag == tagTx && st.tx == nil && count == 0 && version >= snapV5:
+			if st.tx, err = readTxSection(sr); err != nil {
+				return nil, err
+			}
+		case tag == tagUsers && st.users == nil && count == 0 && version >= snapV6:
+			if st.users, err = readUsersSection(sr); err != nil {
 				return nil, err
 			}
 		case tag == tagFilter:
@@ -473,7 +531,7 @@ func scanSnapshot(r io.Reader, ttl int64, keep func(frozen)) (*snapState, error)
 		default:
 			return nil, fmt.Errorf("unknown section %q", tag)
 		}
-		// Only the sessions and map sections get here.
+		// Only the sessions, map, transaction and users sections get here.
 		if err := sr.end(); err != nil {
 			return nil, fmt.Errorf("section %q: %w", tag, err)
 		}
@@ -492,7 +550,7 @@ func readFilter(sr *sectionReader, version uint16) (frozen, error) {
 	if _, err := io.ReadFull(sr, key); err != nil {
 		return frozen{}, fmt.Errorf("filter key: %w", noEOF(err))
 	}
-	var deadline uint64
+	var deadline, ver uint64
 	if version >= snapVersion {
 		if deadline, err = sr.uvarint(); err != nil {
 			return frozen{}, fmt.Errorf("filter %q deadline: %w", key, noEOF(err))
@@ -501,11 +559,71 @@ func readFilter(sr *sectionReader, version uint16) (frozen, error) {
 			return frozen{}, fmt.Errorf("filter %q deadline %d out of range", key, deadline)
 		}
 	}
+	if version >= snapV5 {
+		if ver, err = sr.uvarint(); err != nil {
+			return frozen{}, fmt.Errorf("filter %q version: %w", key, noEOF(err))
+		}
+	}
 	flt, err := filters.Decode(sr)
 	if err != nil {
 		return frozen{}, fmt.Errorf("filter %q: %w", key, err)
 	}
-	return frozen{key: string(key), f: flt, deadline: int64(deadline)}, nil
+	return frozen{key: string(key), f: flt, deadline: int64(deadline), ver: ver}, nil
+}
+
+// encodeTx is the transaction section's contents.
+func encodeTx(t *txState) []byte {
+	b := binary.AppendUvarint(nil, t.floor)
+	b = binary.AppendUvarint(b, t.forgotten)
+	keys := slices.Sorted(maps.Keys(t.removed))
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		b = appendString(b, k)
+		b = binary.AppendUvarint(b, t.removed[k])
+	}
+	return b
+}
+
+// readTxSection reads the transaction section.
+func readTxSection(sr *sectionReader) (*txState, error) {
+	fail := func(what string, err error) error { return fmt.Errorf("transaction section: %s: %w", what, noEOF(err)) }
+	t := &txState{}
+	var err error
+	if t.floor, err = sr.uvarint(); err != nil {
+		return nil, fail("floor", err)
+	}
+	if t.forgotten, err = sr.uvarint(); err != nil {
+		return nil, fail("forgotten", err)
+	}
+	n, err := sr.uvarint()
+	if err != nil {
+		return nil, fail("count", err)
+	}
+	if t.floor == 0 || n > maxTombstones {
+		return nil, fmt.Errorf("transaction section: floor %d, %d tombstones", t.floor, n)
+	}
+	if n > 0 {
+		t.removed = make(map[string]uint64, n)
+	}
+	last := ""
+	for i := uint64(0); i < n; i++ {
+		kn, err := sr.uvarint()
+		if err != nil || kn > maxSnapKey {
+			return nil, fmt.Errorf("transaction section: key length %d: %v", kn, err)
+		}
+		k := make([]byte, kn)
+		if _, err := io.ReadFull(sr, k); err != nil {
+			return nil, fail("key", err)
+		}
+		if i > 0 && string(k) <= last {
+			return nil, fmt.Errorf("transaction section: key %q out of order", k)
+		}
+		last = string(k)
+		if t.removed[last], err = sr.uvarint(); err != nil {
+			return nil, fail("index", err)
+		}
+	}
+	return t, nil
 }
 
 func readSessions(sr *sectionReader, ttl int64) (*sessionTable, error) {
@@ -600,4 +718,26 @@ func noEOF(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// maxUsersSection bounds the users' section.
+const maxUsersSection = 64 << 20
+
+// readUsersSection reads the users' section and checks that it decodes.
+func readUsersSection(sr *sectionReader) ([]byte, error) {
+	n, err := sr.uvarint()
+	if err != nil || n == 0 || n > maxUsersSection {
+		return nil, fmt.Errorf("users section: length %d: %v", n, err)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(sr, b); err != nil {
+		return nil, fmt.Errorf("users section: %w", noEOF(err))
+	}
+	if b[0]&^3 != 0 {
+		return nil, fmt.Errorf("users section: unknown flags %#x", b[0])
+	}
+	if _, err := acl.Decode(b[1:]); err != nil {
+		return nil, fmt.Errorf("users section: %w", err)
+	}
+	return b, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/rookerydb/rookery/internal/acl"
 	"io"
 	"math/rand/v2"
 	"runtime"
@@ -286,14 +287,28 @@ func FuzzRestore(f *testing.F) {
 	h.ok(add(FamilyBF, "window", "a", "b"))
 	h.ok(add(FamilyCF, "coupons", "c"))
 	f.Add(snapshotBytes(f, h.f))
+	// Version 5: after a transaction, with versions and a tombstone.
+	h.exec(nil, bfAdd("txk", "x"))
+	h.ok(&Command{Op: OpDelKeys, Keys: []string{"txk"}})
+	f.Add(snapshotBytes(f, h.f))
 	f.Add(snapshotBytes(f, New(Options{})))
+	// Version 6: users set through the log.
+	reg, err := acl.NewRegistry([]string{"bf.add", "bf.exists", "ping"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	opts := func() Options { return Options{Users: acl.NewStore(reg, "pw"), RequirePass: "pw"} }
+	u := &harness{t: f, f: New(opts()), now: 1e18}
+	u.ok(&Command{Op: OpACLSetUser, Key: "checker", Items: [][]byte{[]byte("on"), []byte("~names"), []byte("+bf.exists")}})
+	u.ok(reserve(FamilyBF, "names", bfSpec(100, 0.01, 2)))
+	f.Add(snapshotBytes(f, u.f))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		g := New(Options{})
+		g := New(opts())
 		if err := g.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 			return
 		}
 		again := snapshotBytes(t, g)
-		if err := New(Options{}).Restore(io.NopCloser(bytes.NewReader(again))); err != nil {
+		if err := New(opts()).Restore(io.NopCloser(bytes.NewReader(again))); err != nil {
 			t.Fatalf("a restored state snapshots to something Restore refuses: %v", err)
 		}
 	})

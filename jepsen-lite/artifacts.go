@@ -85,7 +85,8 @@ type summary struct {
 	Installs     int                     `json:"snapshot_installs"` // of those, installed from the leader
 	Held         map[string]int64        `json:"cuckoo_held"`
 	HeldRange    [2]int64                `json:"cuckoo_held_allowed"`
-	Verdict      string                  `json:"verdict"` // OK or FAILED
+	Transactions [3]int64                `json:"transactions"` // run, aborted by WATCH and retried, of unknown outcome (txns.go)
+	Verdict      string                  `json:"verdict"`      // OK or FAILED
 	FailedChecks []string                `json:"failed_checks"`
 	ExitCode     int                     `json:"exit_code"`
 	Problems     []string                `json:"problems"`
@@ -115,7 +116,7 @@ func summarize(cfg Config, rep *Report, code int) summary {
 	s := summary{Seed: cfg.Seed, Nodes: cfg.Nodes, Shards: cfg.Shards, Workers: cfg.Workers, Workload: rep.WorkloadDuration,
 		Ops: map[kind]map[string]int{}, Faults: rep.Events, FaultsByKind: map[string]int{},
 		Latency: map[kind]latency{}, Linearizable: map[string]string{}, Held: rep.Held, HeldRange: rep.HeldRange,
-		ClientCuts: rep.ClientCuts, Verdict: "OK", FailedChecks: rep.FailedChecks, ExitCode: code, Problems: rep.Problems,
+		ClientCuts: rep.ClientCuts, Transactions: [3]int64{rep.Transactions, rep.TxAborted, rep.TxUnknown}, Verdict: "OK", FailedChecks: rep.FailedChecks, ExitCode: code, Problems: rep.Problems,
 		Visualized: map[string]string{}}
 	if !rep.OK || code != exitOK {
 		s.Verdict = "FAILED"

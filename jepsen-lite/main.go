@@ -62,6 +62,8 @@
 //	5  a node did not recover after healing, or did not answer the final reads
 //	6  the replicas differ
 //	7  a READONLY read ran ahead of the writes or went back on its connection
+//	8  a windowed filter kept an item past its window or lost one within it
+//	9  a transaction applied partly or twice, or WATCH lost an update
 //
 // The run stops by itself after -duration.
 package main
@@ -91,6 +93,7 @@ const (
 	exitReplicas     = 6
 	exitReadOnly     = 7
 	exitWindowed     = 8
+	exitTransactions = 9
 	failedDirPrefix  = "jepsen-lite-failed-"
 	workDirPrefix    = "jepsen-lite-"
 )
@@ -105,7 +108,7 @@ func exitCode(rep *Report) int {
 		code  int
 	}{{checkLinearizable, exitNotLinear}, {checkAckedKept, exitAckedLost}, {checkCount, exitCount},
 		{checkRecovery, exitNotRecovered}, {checkReplicas, exitReplicas}, {checkReadOnlyReads, exitReadOnly},
-		{checkWindowed, exitWindowed}} {
+		{checkWindowed, exitWindowed}, {checkTransactions, exitTransactions}} {
 		for _, f := range rep.FailedChecks {
 			if f == c.check {
 				return c.code
@@ -252,6 +255,7 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "linearizable: %s (checked in %v)\n", strings.Join(lin, ", "), r.CheckDuration.Round(time.Millisecond))
 	fmt.Fprintf(&b, "acknowledged and expected present: %d Bloom items, %d cuckoo and counting items\n", r.AckedBloom, r.AckedCuckoo)
 	fmt.Fprintf(&b, "cuckoo items held per node %v, allowed [%d, %d]\n", r.Held, r.HeldRange[0], r.HeldRange[1])
+	fmt.Fprintf(&b, "transactions: %d, %d aborted by WATCH and retried, %d of unknown outcome\n", r.Transactions, r.TxAborted, r.TxUnknown)
 	for _, st := range r.Slow {
 		fmt.Fprintf(&b, "WARNING: %s did not exit within 20s of SIGTERM (its stacks are in the artifacts)\n", st.Node)
 	}

@@ -25,6 +25,7 @@ var mutantRuns = map[string][]string{
 	mutant.SkipVerifyLeader:   {faultStaleLeader},
 	mutant.RestoreDropsNewest: {faultKill, faultTerm},
 	mutant.WindowEarly:        nil,
+	mutant.WatchIgnored:       nil,
 }
 
 // mutantDuration is how long each mutant's run lasts. A deposed leader that
@@ -36,6 +37,21 @@ func mutantDuration(name string) time.Duration {
 		return 30 * time.Second
 	}
 	return 12 * time.Second
+}
+
+// mutantTries is how many runs a mutant gets to show itself. Every mutant
+// but one breaks a promise on every run; the deposed leader of
+// skip-verify-leader loses its race with raft's lease check on some faults
+// (see mutantDuration), and a run with the workload's transactions beside it
+// on a loaded 2-core machine has held as few as two such faults with reads
+// waiting, both lost. A second and third run, each with its own seed, make a
+// miss that chance cubed; a mutant the checker could not catch at all still
+// fails every try.
+func mutantTries(name string) int {
+	if name == mutant.SkipVerifyLeader {
+		return 3
+	}
+	return 1
 }
 
 var (
@@ -85,19 +101,19 @@ func TestMain(m *testing.M) {
 
 // violations are the checks whose failure means the cluster broke a promise,
 // as opposed to a run that could not be carried out.
-var violations = []string{checkLinearizable, checkAckedKept, checkCount, checkReplicas, checkReadOnlyReads, checkWindowed}
+var violations = []string{checkLinearizable, checkAckedKept, checkCount, checkReplicas, checkReadOnlyReads, checkWindowed, checkTransactions}
 
 func TestCheckerCatchesEveryMutant(t *testing.T) {
 	if len(mutantRuns) != len(mutant.Names) {
 		t.Fatalf("mutants %v, runs for %d of them", mutant.Names, len(mutantRuns))
 	}
 	real, mutants := binaries(t)
-	run := func(t *testing.T, bin, name string, faults []string) *Report {
+	run := func(t *testing.T, bin, name string, faults []string, seed uint64) *Report {
 		// Four workers: the test shares a 2-core machine with the other
 		// packages' tests, and every mutant shows within seconds.
 		cfg := Config{Binary: bin, Dir: t.TempDir(), Nodes: 3, Workers: 4, Duration: mutantDuration(name),
 			Faults: faults, Interval: 700 * time.Millisecond, Hold: 2 * time.Second, OpTimeout: 8 * time.Second,
-			Seed: 7, Mutant: name, Log: t.Logf}
+			Seed: seed, Mutant: name, Log: t.Logf}
 		rep, err := Run(cfg)
 		if err != nil {
 			t.Fatalf("the run could not be carried out: %v", err)
@@ -107,9 +123,15 @@ func TestCheckerCatchesEveryMutant(t *testing.T) {
 	}
 	for _, name := range mutant.Names {
 		t.Run(name, func(t *testing.T) {
-			rep := run(t, mutants, name, mutantRuns[name])
+			var rep *Report
+			for try := range mutantTries(name) {
+				if rep = run(t, mutants, name, mutantRuns[name], 7+uint64(try)); !rep.OK {
+					break
+				}
+				t.Logf("mutant %s unnoticed on try %d of %d", name, try+1, mutantTries(name))
+			}
 			if rep.OK {
-				t.Fatalf("mutant %s went unnoticed", name)
+				t.Fatalf("mutant %s went unnoticed in %d runs", name, mutantTries(name))
 			}
 			caught := false
 			for _, c := range rep.FailedChecks {
@@ -131,7 +153,7 @@ func TestCheckerCatchesEveryMutant(t *testing.T) {
 			}
 		}
 		slices.Sort(all)
-		if rep := run(t, real, "", all); !rep.OK {
+		if rep := run(t, real, "", all, 7); !rep.OK {
 			t.Fatalf("the real node failed the checks: %v", rep.Problems)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,20 +46,23 @@ type Config struct {
 
 // Report is what a run found. OK is false if any check failed.
 type Report struct {
-	OK               bool
-	Ops, Failed      int64
-	Unknown          int64
-	Faults           int
-	Linear           map[string]porcupine.CheckResult // per group of keys
-	AckedBloom       int                              // Bloom items expected present
-	AckedCuckoo      int                              // cuckoo and counting items expected held
-	HeldRange        [2]int64
-	Held             map[string]int64 // per node
-	ClientCuts       int64
-	Problems         []string
-	FailedChecks     []string // of the checks below, those that failed, each once
-	CheckDuration    time.Duration
-	WorkloadDuration time.Duration
+	OK          bool
+	Ops, Failed int64
+	Unknown     int64
+	Faults      int
+	Linear      map[string]porcupine.CheckResult // per group of keys
+	AckedBloom  int                              // Bloom items expected present
+	AckedCuckoo int                              // cuckoo and counting items expected held
+	HeldRange   [2]int64
+	// The transactional workload (txns.go): transactions run, sequence
+	// transactions WATCH aborted and retried, and those of unknown outcome.
+	Transactions, TxAborted, TxUnknown int64
+	Held                               map[string]int64 // per node
+	ClientCuts                         int64
+	Problems                           []string
+	FailedChecks                       []string // of the checks below, those that failed, each once
+	CheckDuration                      time.Duration
+	WorkloadDuration                   time.Duration
 
 	// For the artifacts.
 	History  []op              // every operation, failed ones included, as the clients saw them
@@ -80,6 +84,7 @@ const (
 	checkReplicas      = "replicas-agree"    // every node (sharded: every replica of a shard) holds the same filters
 	checkReadOnlyReads = "readonly"          // READONLY reads kept their promise
 	checkWindowed      = "windowed"          // windowed filters hold items for their window, then forget them
+	// checkTransactions (txns.go): every transaction applied all or nothing, once, and WATCH lost no update.
 )
 
 // problemsPerCheck is how many problems of one check the report lists; the
@@ -191,6 +196,10 @@ func Run(cfg Config) (*Report, error) {
 	wctx, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
 	nc := nodeConn{addr: topo.addr, id: topo.id, password: sec.Password, tls: sec.RESPTLSConfig(), dial: cut.dial}
+	if err := createTxFilters(ctx, nc); err != nil {
+		return rep, err
+	}
+	txl := &txLog{committed: map[int64]bool{}, errs: map[string]int{}}
 	progress := make([]*atomic.Int64, cfg.Workers)
 	var wg sync.WaitGroup
 	for i := range cfg.Workers {
@@ -209,6 +218,8 @@ func Run(cfg Config) (*Report, error) {
 		wg.Add(2)
 		go func() { defer wg.Done(); pinnedReader(wctx, slot, nc, h, acked, &n, cfg.Seed) }()
 		go func() { defer wg.Done(); readOnlyReader(wctx, slot, nc, h, acked, progress, &n, cfg.Seed, watch) }()
+		wg.Add(1)
+		go func() { defer wg.Done(); txWorker(wctx, slot, slot, nc, cfg.OpTimeout, txl) }()
 	}
 	nem := &nemesis{topo: topo, bin: cfg.Binary, faults: cfg.Faults, interval: cfg.Interval, hold: cfg.Hold,
 		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed)), log: cfg.Log, h: h, logs: logs, cut: cut, nc: nc,
@@ -279,6 +290,10 @@ func Run(cfg Config) (*Report, error) {
 	// no tick changes them between one node's reads and the next's.
 	checkWindowFinal(cl, ops, rep)
 	checkFinal(cl, final, expect(ops), exact, rep)
+	checkTxFinal(cl, final, txl, rep)
+	if errs := txl.errorsSeen(5); len(errs) > 0 {
+		cfg.Log("transactions' errors: %s", strings.Join(errs, "; "))
+	}
 	rep.CheckDuration = time.Since(start)
 	return rep, nil
 }

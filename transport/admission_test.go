@@ -7,11 +7,12 @@ import (
 )
 
 // dialStranger connects and waits until the server has admitted the connection
-// (it answers NOAUTH), so that connections are admitted in the order dialled.
+// (it answers PING, which a stranger may send), so that connections are
+// admitted in the order dialled.
 func dialStranger(t *testing.T, addr string) *rawConn {
 	t.Helper()
 	c := dialRaw(t, addr)
-	if got := c.do("PING"); got != "-NOAUTH Authentication required.\r\n" {
+	if got := c.do("PING"); got != "+PONG\r\n" {
 		t.Fatalf("stranger's PING: %q", got)
 	}
 	return c
@@ -38,7 +39,7 @@ func TestAdmissionEvictsOldestStranger(t *testing.T) {
 	s4 := dialStranger(t, ts.addr) // strangers over their share: s1 goes
 	s1.expectClosed()
 	for _, c := range []*rawConn{s2, s3, s4} {
-		if got := c.do("PING"); got != "-NOAUTH Authentication required.\r\n" {
+		if got := c.do("PING"); got != "+PONG\r\n" {
 			t.Fatalf("younger stranger: %q", got)
 		}
 	}
@@ -46,7 +47,7 @@ func TestAdmissionEvictsOldestStranger(t *testing.T) {
 	a1 := dialAuthed(t, ts.addr) // strangers' share full again: s2 goes
 	s2.expectClosed()
 	a2 := dialAuthed(t, ts.addr) // a free slot: nobody goes
-	if got := s3.do("PING"); got != "-NOAUTH Authentication required.\r\n" {
+	if got := s3.do("PING"); got != "+PONG\r\n" {
 		t.Fatalf("s3 closed without need: %q", got)
 	}
 	a3 := dialAuthed(t, ts.addr) // every slot taken: s3 goes

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/rookerydb/rookery/cluster"
 	"github.com/rookerydb/rookery/filters"
@@ -19,6 +20,15 @@ type Backend interface {
 	// submitted one after another from one goroutine are applied in that
 	// order.
 	Submit(cmd *fsm.Command) *cluster.Future
+	// SubmitUsers queues a change to the users (an ACL op) to the group
+	// that holds them: the map group, or the only group.
+	SubmitUsers(cmd *fsm.Command) *cluster.Future
+	// UsersReplica is this node's replica of the group that holds the
+	// users, for a read that catches them up.
+	UsersReplica() (Replica, error)
+	// UsersApplied waits, for at most wait, until every other node that
+	// answers has applied the changes to the users this node has seen.
+	UsersApplied(ctx context.Context, wait time.Duration)
 	// Replica is this node's replica of shard s (cluster.ErrNotHosted when
 	// it holds none); Replicas lists every one it holds.
 	Replica(s int) (Replica, error)
@@ -43,8 +53,9 @@ type Backend interface {
 	Shards() []cluster.ShardInfo
 	// Leave removes this node from the cluster for good (POST /v1/leave).
 	Leave(ctx context.Context) error
-	// Ready reports whether the node has a leader and has caught up (/readyz).
-	Ready() bool
+	// Readiness says whether the node should take clients, and each shard's
+	// state as it sees it (/readyz; cluster.Readiness has the rule).
+	Readiness() cluster.Readiness
 	// TakeSnapshot has raft snapshot this node's state now (POST /v1/snapshot).
 	TakeSnapshot() (cluster.SnapshotInfo, error)
 }
@@ -55,6 +66,8 @@ type Replica interface {
 	Shard() int
 	// FSM is its state machine, read through its query methods.
 	FSM() *fsm.FSM
+	// Leads reports whether it leads the shard now.
+	Leads() bool
 	// ReadBarrier returns once its state is fresh enough for level, or with
 	// an error once it has waited as long as it allows (linearizable: read
 	// index from the shard's leader, then wait for it to be applied).

@@ -41,6 +41,13 @@ var serverDocs = map[string]*cmdDoc{
 	"pexpiretime": doc("generic", "7.0.0", "O(1)", "Returns a key's expiry as a Unix time in milliseconds", keyArg()),
 	"persist":     doc("generic", "2.2.0", "O(1)", "Removes a key's expiry", keyArg()),
 
+	// Transactions.
+	"multi":   doc("transactions", "1.2.0", "O(1)", "Starts a transaction: later commands are queued until EXEC"),
+	"exec":    doc("transactions", "1.2.0", "Depends on the commands in the transaction", "Applies the queued commands as one log entry, all at once on every replica"),
+	"discard": doc("transactions", "2.0.0", "O(N), where N is the number of queued commands", "Discards the queued commands"),
+	"watch":   doc("transactions", "2.2.0", "O(1) for every key", "Makes EXEC apply nothing if one of the keys changes first", many(keyArg())),
+	"unwatch": doc("transactions", "2.2.0", "O(1)", "Forgets every watched key"),
+
 	// Connection.
 	"ping":   doc("connection", "1.0.0", "O(1)", "Returns PONG, or the message", opt(str("message"))),
 	"echo":   doc("connection", "1.0.0", "O(1)", "Returns the message", str("message")),
@@ -69,6 +76,25 @@ var serverDocs = map[string]*cmdDoc{
 			tok("USER", str("username")), tok("ADDR", str("ip:port")), tok("LADDR", str("ip:port")),
 			tok("SKIPME", oneOf("yes/no", pure("YES"), pure("NO"))), tok("MAXAGE", integer("maxage")))))),
 	"client|help": doc("connection", "5.0.0", "O(1)", "Returns help on CLIENT's subcommands"),
+
+	// Users.
+	"acl":     doc("server", "6.0.0", "Depends on subcommand.", "A container for Access List Control commands"),
+	"acl|cat": doc("server", "6.0.0", "O(1) since the categories and commands are a fixed set.", "Lists the ACL categories, or the commands inside a category", opt(str("category"))),
+	"acl|deluser": doc("server", "6.0.0", "O(1) amortized time considering the typical user.", "Deletes ACL users, and closes their connections",
+		many(str("username"))),
+	"acl|dryrun": doc("server", "7.0.0", "O(1).", "Simulates the execution of a command by a user, without executing the command",
+		str("username"), str("command"), opt(many(str("arg")))),
+	"acl|genpass": doc("server", "6.0.0", "O(1)", "Generates a pseudorandom, secure password that can be used to identify ACL users", opt(integer("bits"))),
+	"acl|getuser": doc("server", "6.0.0", "O(N). Where N is the number of password, command and pattern rules that the user has.", "Lists the ACL rules of a user",
+		str("username")),
+	"acl|help": doc("server", "6.0.0", "O(1)", "Returns helpful text about the different subcommands"),
+	"acl|list": doc("server", "6.0.0", "O(N). Where N is the number of configured users.", "Dumps the effective rules in ACL file format"),
+	"acl|log": doc("server", "6.0.0", "O(N) with N being the number of entries shown.", "Lists recent security events generated due to ACL rules",
+		opt(oneOf("operation", integer("count"), pure("RESET")))),
+	"acl|setuser": doc("server", "6.0.0", "O(N). Where N is the number of rules provided.", "Creates and modifies an ACL user and its rules",
+		str("username"), opt(many(str("rule")))),
+	"acl|users":  doc("server", "6.0.0", "O(N). Where N is the number of configured users.", "Lists all ACL users"),
+	"acl|whoami": doc("server", "6.0.0", "O(1)", "Returns the authenticated username of the current connection"),
 
 	// Server.
 	"info": doc("server", "1.0.0", "O(1)", "Returns the server's information and statistics",
@@ -103,6 +129,7 @@ var serverDocs = map[string]*cmdDoc{
 	// Cluster (rookery's answers under Redis's names).
 	"readonly":        doc("cluster", "3.0.0", "O(1)", "Lets this connection read the node's local state (stale reads)"),
 	"readwrite":       doc("cluster", "3.0.0", "O(1)", "Returns this connection to linearizable reads"),
+	"asking":          doc("cluster", "3.0.0", "O(1)", "Accepted for Redis Cluster clients; slots never migrate key by key here"),
 	"role":            doc("server", "2.8.12", "O(1)", "Returns the node's Raft role, leader, term and indexes (rookery's form)"),
 	"cluster":         doc("cluster", "3.0.0", "Depends on subcommand.", "A container for cluster commands"),
 	"cluster|nodes":   doc("cluster", "3.0.0", "O(N), where N is the number of nodes", "Returns the cluster's nodes in Redis Cluster's format"),
@@ -113,6 +140,10 @@ var serverDocs = map[string]*cmdDoc{
 	"cluster|info":    doc("cluster", "3.0.0", "O(1)", "Returns the state of the cluster"),
 	"cluster|myid":    doc("cluster", "3.0.0", "O(1)", "Returns this node's id"),
 	"cluster|help":    doc("cluster", "5.0.0", "O(1)", "Returns help on CLUSTER's subcommands"),
+	"cluster|countkeysinslot": doc("cluster", "3.0.0", "O(N) where N is the number of keys this node holds",
+		"Returns the number of keys in a hash slot", integer("slot")),
+	"cluster|getkeysinslot": doc("cluster", "3.0.0", "O(N) where N is the number of keys this node holds",
+		"Returns the key names in a hash slot", integer("slot"), integer("count")),
 	"idem": doc("generic", "0.1.0", "Depends on the command", "Runs a write at most once for a client id and sequence number (rookery's own)",
 		integer("client-id"), integer("seq"), str("command"), opt(many(str("arg")))),
 }

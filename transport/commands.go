@@ -2,15 +2,19 @@ package transport
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/rookerydb/rookery/cluster"
 	"github.com/rookerydb/rookery/filters"
 	"github.com/rookerydb/rookery/fsm"
+	"github.com/rookerydb/rookery/internal/acl"
 )
 
 // opKind says how a parsed request is executed.
@@ -37,7 +41,12 @@ type op struct {
 	cmd      *fsm.Command                  // opWrite
 	render   func(w *reply, r *fsm.Result) // opWrite
 	read     func(q queries, w *reply)     // opRead
-	local    func(c *session, w *reply)    // opLocal
+	// txCmd and txRender are an opRead as a transaction carries it: the
+	// read as a log command (fsm.OpTest, OpCount) and its reply; nil for a
+	// read no transaction can carry (commands_tx.go).
+	txCmd    *fsm.Command
+	txRender func(w *reply, r *fsm.Result)
+	local    func(c *session, w *reply) // opLocal
 }
 
 // session is the state of one client connection.
@@ -52,7 +61,14 @@ type session struct {
 	quit    bool // QUIT: reply, flush, close
 	// authFailures counts failed AUTHs; the connection closes at maxAuthFailures.
 	authFailures int
-	conn         *conn // the connection, for CLIENT LIST, INFO and KILL; nil in parse-only tests
+	// account is the user the connection runs as (acl.go): the default user
+	// until AUTH names another; nil before authentication, and on a
+	// connection forwarded from another node, which checked the user there.
+	account *acl.Account
+	conn    *conn // the connection, for CLIENT LIST, INFO and KILL; nil in parse-only tests
+	// clusterClient: the connection asked for the slot map or sent READONLY
+	// (redirect.go): it gets MOVED rather than a forward, and per-node counts.
+	clusterClient bool
 
 	// mu guards what other connections read for CLIENT LIST (name, libName,
 	// libVer, proto, authed, level): the connection's own goroutine writes
@@ -79,6 +95,8 @@ type command struct {
 	subs []*command
 	// stat is the command's INFO commandstats counters.
 	stat cmdStat
+	// aclID is the command's id in the registry of the server's users.
+	aclID int
 }
 
 // sortedSubs lists a container's subcommands by name.
@@ -136,6 +154,32 @@ func splitChunk(cmd *fsm.Command) []*fsm.Command {
 	return out
 }
 
+// bigChunk reports whether cmd is a LOADCHUNK of more than any chunk of our
+// own format holds: only a filter of RedisBloom's layouts takes one, and the
+// node checks it against the filter before logging it (conn.checkChunk).
+func bigChunk(cmd *fsm.Command) bool {
+	return cmd.Op == fsm.OpLoadChunk && len(cmd.Data) > fsm.MaxOwnChunkBytes
+}
+
+// maxEntryBytes bounds what one command puts in one log entry. An entry is
+// written, replicated and applied whole, while the leader's other work (its
+// heartbeats among it) waits behind it; RedisBloom's own dump chunks are at
+// most 16 MiB. Chunks larger than loadPieceBytes are split (splitChunk); a
+// transaction is bounded the same (maxTxBytes); any other command larger is
+// refused before it is logged.
+const maxEntryBytes = 16 << 20
+
+// entryBound refuses commands that would make a log entry larger than
+// maxEntryBytes.
+func entryBound(cmds []*fsm.Command) error {
+	for _, c := range cmds {
+		if n := c.ApproxBytes(); n > maxEntryBytes {
+			return redisError(fmt.Sprintf("ERR command too large for one log entry: %d bytes, at most %d; send it as smaller commands", n, maxEntryBytes))
+		}
+	}
+	return nil
+}
+
 // idemPrefix is the arguments IDEM puts before the command it wraps
 // (IDEM client_id seq command ...).
 const idemPrefix = 3
@@ -148,7 +192,7 @@ func commandTable() map[string]*command {
 	for _, group := range [][]*command{
 		bloomCommands(), cuckooCommands(), countingCommands(),
 		keyspaceCommands(), replicatedKeyspaceCommands(), expireCommands(), connCommands(), clusterCommands(),
-		clientCommands(), serverCommands(),
+		clientCommands(), serverCommands(), txCommands(), aclCommands(),
 	} {
 		for _, c := range group {
 			for _, sc := range c.subs {
@@ -176,6 +220,80 @@ func (s *Server) argBytes(req argView, i int) int {
 		return max(s.cfg.MaxItemBytes, maxChunkArgBytes)
 	}
 	return s.cfg.MaxItemBytes
+}
+
+// chunkCheck is the request reader's check of a LOADCHUNK chunk of n bytes
+// that argBytes let be longer than an item (readLimits.chunkCheck): when this
+// node holds the key's shard and its filter could not take a chunk that big
+// anywhere (fsm.ChunkLimit), confirmed at a linearizable read, the request is
+// refused from its header and read past, never held. Anything it cannot judge
+// here (a key it does not hold, no leader to confirm with) is read and checked
+// again before it is proposed (conn.checkChunk). A chunk of this connection's
+// own pipeline, sent before the requests ahead of it ran, is judged by the
+// state before them: a DEL and a new, larger dump of the same key sent in one
+// pipeline may meet this refusal, and succeed once sent after the DEL's reply.
+func (s *Server) chunkCheck(req argView, i int, n int64) error {
+	if n <= fsm.MaxOwnChunkBytes {
+		return nil
+	}
+	base := 0
+	cmd := s.lookup(req.arg(0))
+	if cmd != nil && cmd.name == "idem" && req.len() > idemPrefix {
+		base = idemPrefix
+		cmd = s.lookup(req.arg(idemPrefix))
+	}
+	if cmd == nil || i != base+cmd.chunkArg || req.len() < base+3 {
+		return nil
+	}
+	fam := fsm.FamilyBF
+	if cmd.name == "cf.loadchunk" {
+		fam = fsm.FamilyCF
+	}
+	key := string(req.arg(base + 1))
+	iter, ok := parseInt64(req.arg(base + 2))
+	if !ok {
+		return nil // answered by the command's own parser
+	}
+	rep, err := s.be.Replica(s.be.ShardOf(key))
+	if err != nil {
+		return nil
+	}
+	var size *fsm.ChunkSizeError
+	if !errors.As(rep.FSM().CheckChunkSize(fam, key, iter, uint64(n)), &size) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), chunkCheckTimeout)
+	defer cancel()
+	if rep.ReadBarrier(ctx, cluster.ReadLinearizable) != nil {
+		return nil
+	}
+	err = rep.FSM().CheckChunkSize(fam, key, iter, uint64(n))
+	if !errors.As(err, &size) {
+		return nil
+	}
+	text := bfChunkText(err)
+	if fam == fsm.FamilyCF {
+		text = cfChunkText(err, iter == 1)
+	}
+	if text == "" {
+		return nil // checked again, and answered, before it is logged
+	}
+	return redisError(text)
+}
+
+// chunkCheckTimeout bounds the read that confirms a chunk's refusal.
+const chunkCheckTimeout = 2 * time.Second
+
+// chunkSizes is what a chunk refused for its size adds to RedisBloom's words
+// when it was aimed at a filter of our own format being loaded from its dump:
+// its size and the most the filter takes; "" for any other refusal, which
+// RedisBloom's clients and its own tests expect in its words alone.
+func chunkSizes(err error) string {
+	var size *fsm.ChunkSizeError
+	if errors.As(err, &size) && size.Named {
+		return " (" + size.Sizes() + ")"
+	}
+	return ""
 }
 
 // lookup finds a command by name, ignoring case, without allocating.
@@ -234,9 +352,13 @@ func (s *Server) resolve(args [][]byte) (*command, error) {
 // clip cuts b to at most n bytes (Redis's "%.128s").
 func clip(b []byte, n int) []byte { return b[:min(len(b), n)] }
 
-// parse resolves, checks and parses one request in Redis's order: unknown
-// command, then arity, then authentication, then the command's own arguments.
+// parse checks and parses one request: authentication first (a stranger
+// learns nothing of which commands exist: refuseStranger), then, in Redis's
+// order, unknown command, arity, and the command's own arguments.
 func (s *Server) parse(c *session, args [][]byte) (op, error) {
+	if o, err := s.refuseStranger(c, args); err != nil {
+		return o, err
+	}
 	cmd, err := s.resolve(args)
 	if cmd == nil {
 		return op{name: "unknown"}, err
@@ -244,8 +366,8 @@ func (s *Server) parse(c *session, args [][]byte) (op, error) {
 	if err != nil {
 		return op{name: cmd.name, def: cmd, rejected: true}, err
 	}
-	if s.cfg.RequirePass != "" && !c.authed && cmd.name != "auth" && cmd.name != "hello" && cmd.name != "quit" {
-		return op{name: cmd.name, def: cmd, rejected: true}, errNoAuth
+	if err := s.checkACL(c, cmd, args); err != nil {
+		return op{name: cmd.name, def: cmd, rejected: true}, err
 	}
 	o, err := cmd.parse(s, args)
 	if o.name == "" { // IDEM names the command it wraps

@@ -280,13 +280,24 @@ func parseExists(s *Server, args [][]byte, fam fsm.Family) (op, error) {
 	if err := s.checkKeyItems(args[1], items); err != nil {
 		return op{}, err
 	}
-	return readOp(func(q queries, w *reply) {
+	return txRead(readOp(func(q queries, w *reply) {
 		found := q.Exists(fam, key, items)
 		if multi {
 			w.array(len(found))
 		}
 		for _, v := range found {
 			w.bool(v)
+		}
+	}), &fsm.Command{Op: fsm.OpTest, Family: fam, Key: key, Items: items}, func(w *reply, r *fsm.Result) {
+		if r.Err != nil {
+			w.fail(r.Err)
+			return
+		}
+		if multi {
+			w.array(len(r.Ints))
+		}
+		for _, v := range r.Ints {
+			w.bool(v == 1)
 		}
 	}), nil
 }
@@ -477,14 +488,26 @@ func parseBFLoadChunk(s *Server, args [][]byte) (op, error) {
 // past the end of the filter, one running past it, and anything else wrong
 // with it ("received bad data") are told apart.
 func renderBFLoadChunk(w *reply, r *fsm.Result) {
-	switch {
-	case errors.Is(r.Err, fsm.ErrChunkOutside):
-		w.fail(redisError("ERR invalid offset - no link found"))
-	case errors.Is(r.Err, fsm.ErrChunkTooBig):
-		w.fail(redisError("ERR invalid chunk - Too big for current filter"))
-	case errors.Is(r.Err, fsm.ErrBadPosition), errors.Is(r.Err, fsm.ErrBadHeader):
-		w.fail(redisError("ERR received bad data"))
-	default:
-		renderOK(w, r)
+	if t := bfChunkText(r.Err); t != "" {
+		w.fail(redisError(t))
+		return
 	}
+	renderOK(w, r)
+}
+
+// bfChunkText is BF.LOADCHUNK's refusal of a chunk in RedisBloom's words (and
+// the sizes of one refused for its size), or "" for any other outcome.
+func bfChunkText(err error) string {
+	d := chunkSizes(err)
+	var size *fsm.ChunkSizeError
+	switch {
+	case errors.Is(err, fsm.ErrChunkOutside):
+		return "ERR invalid offset - no link found" + d
+	case errors.Is(err, fsm.ErrChunkTooBig):
+		return "ERR invalid chunk - Too big for current filter" + d
+	case errors.Is(err, fsm.ErrBadPosition), errors.Is(err, fsm.ErrBadHeader),
+		errors.As(err, &size) && errors.Is(err, fsm.ErrBadData):
+		return "ERR received bad data" + d
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package transport
 import (
 	"crypto/tls"
 	"fmt"
+	"github.com/rookerydb/rookery/internal/acl"
 	"net"
 	"sort"
 	"strings"
@@ -327,13 +328,20 @@ func (cn *conn) appendInfo(b []byte, self *session, now time.Time) []byte {
 	if d := cn.lastCmd.Load(); d != nil {
 		cmd = d.name
 	}
+	var acct *acl.Account
 	if cn.sess.id == self.id {
 		name, libName, libVer, proto, readonly = self.name, self.libName, self.libVer, self.proto, self.level != 0
+		acct = self.account
 	} else {
 		cn.sess.mu.Lock()
 		name, libName, libVer, proto, readonly = cn.sess.name, cn.sess.libName, cn.sess.libVer, cn.sess.proto,
 			cn.sess.level != 0
+		acct = cn.sess.account
 		cn.sess.mu.Unlock()
+	}
+	user := acl.DefaultUser
+	if acct != nil {
+		user = acct.Name()
 	}
 	flags := "N"
 	if readonly {
@@ -347,8 +355,8 @@ func (cn *conn) appendInfo(b []byte, self *session, now time.Time) []byte {
 		cn.sess.id, cn.raddr, cn.laddr, cn.fd, name, age, max(idle, 0), flags)
 	b = fmt.Appendf(b, " qbuf=%d qbuf-free=%d argv-mem=0 multi-mem=0 rbs=%d rbp=%d obl=0 oll=0 omem=0 tot-mem=%d",
 		qbuf, free, rbs, cn.rbp.Load(), rbs)
-	b = fmt.Appendf(b, " events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s lib-ver=%s",
-		cmd, proto, libName, libVer)
+	b = fmt.Appendf(b, " events=r cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s",
+		cmd, user, proto, libName, libVer)
 	return b
 }
 

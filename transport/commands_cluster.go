@@ -12,6 +12,7 @@ func clusterCommands() []*command {
 	return []*command{
 		{name: "readonly", arity: 1, flags: flagsConn, parse: parseReadOnly},
 		{name: "readwrite", arity: 1, flags: flagsConn, parse: parseReadWrite},
+		{name: "asking", arity: 1, flags: flagsConn, parse: parseAsking},
 		{name: "role", arity: 1, flags: flagsConn, parse: parseRole},
 		{name: "cluster", arity: -2, flags: flagsAdminish, subs: []*command{
 			{name: "slots", arity: 2, flags: flagsAdminish, parse: parseClusterSlots},
@@ -21,15 +22,23 @@ func clusterCommands() []*command {
 			{name: "keyslot", arity: 3, flags: flagsAdminish, parse: parseClusterKeyslot},
 			{name: "info", arity: 2, flags: flagsAdminish, parse: parseClusterInfo},
 			{name: "myid", arity: 2, flags: flagsAdminish, parse: parseClusterMyID},
+			{name: "countkeysinslot", arity: 3, flags: flagsRead, parse: parseClusterCountKeysInSlot},
+			{name: "getkeysinslot", arity: 4, flags: flagsRead, parse: parseClusterGetKeysInSlot},
 			{name: "help", arity: 2, flags: flagsAdminish, parse: helpParser(clusterHelpRedis)},
 		}},
 		{name: "idem", arity: -4, flags: flagsWrite, firstKey: 4, lastKey: 4, step: 1, parse: parseIdem},
 	}
 }
 
-// parseReadOnly: READONLY, this connection reads the node's local state (stale).
+// parseReadOnly: READONLY, this connection reads the node's local state
+// (stale). Redis Cluster's clients send it to read from replicas, so it also
+// makes the connection a cluster client (redirect.go).
 func parseReadOnly(s *Server, args [][]byte) (op, error) {
-	return localOp(func(c *session, w *reply) { c.set(func() { c.level = cluster.ReadStale }); w.ok() }), nil
+	return localOp(func(c *session, w *reply) {
+		c.set(func() { c.level = cluster.ReadStale })
+		c.markClusterClient()
+		w.ok()
+	}), nil
 }
 
 // parseReadWrite: READWRITE, back to linearizable reads.

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"github.com/rookerydb/rookery/internal/acl"
 	"strings"
 )
 
@@ -109,7 +110,7 @@ func parseCommandDocs(s *Server, args [][]byte) (op, error) {
 
 // parseCommandList: COMMAND LIST [FILTERBY MODULE name|ACLCAT category|PATTERN
 // pattern], the names of commands and subcommands. The filter commands belong
-// to module bf; no command has ACL categories here.
+// to module bf.
 func parseCommandList(s *Server, args [][]byte) (op, error) {
 	var keep func(cmd *command) bool
 	switch {
@@ -121,7 +122,11 @@ func parseCommandList(s *Server, args [][]byte) (op, error) {
 		case keyword(args[3], "MODULE"):
 			keep = func(cmd *command) bool { return string(v) == "bf" && docOf(cmd.name).module == "bf" }
 		case keyword(args[3], "ACLCAT"):
-			keep = func(*command) bool { return false }
+			cat, ok := acl.CategoryByName(string(v))
+			if !ok {
+				return op{}, redisError(acl.UnknownCategory(string(v)).Error())
+			}
+			keep = func(cmd *command) bool { return s.aclReg.Categories(cmd.aclID).Has(cat) }
 		case keyword(args[3], "PATTERN"):
 			keep = func(cmd *command) bool { return globMatch(v, []byte(cmd.name)) }
 		default:
@@ -193,7 +198,11 @@ func commandInfo(w *reply, cmd *command) {
 	w.int(int64(cmd.firstKey))
 	w.int(int64(cmd.lastKey))
 	w.int(int64(cmd.step))
-	w.set(0)   // ACL categories
+	cats := aclCategories(cmd.name)
+	w.set(len(cats))
+	for _, c := range cats {
+		w.simple(c)
+	}
 	w.array(0) // tips
 	w.array(0) // key specs
 	if len(cmd.subs) == 0 {
@@ -204,4 +213,14 @@ func commandInfo(w *reply, cmd *command) {
 	for _, sc := range cmd.subs {
 		commandInfo(w, sc)
 	}
+}
+
+// aclCategories are a command's ACL categories as COMMAND INFO shows them
+// ("@read", "@bloom").
+func aclCategories(name string) []string {
+	row, ok := acl.Lookup(name)
+	if !ok {
+		return nil
+	}
+	return row.Categories.Flags()
 }

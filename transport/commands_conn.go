@@ -1,14 +1,17 @@
 package transport
 
 import (
-	"crypto/subtle"
+	"context"
 	"fmt"
+	"github.com/rookerydb/rookery/internal/acl"
+	"slices"
+	"time"
 )
 
 func connCommands() []*command {
 	c, na := flagsConn, flagsNoAuth
 	return []*command{
-		{name: "ping", arity: -1, flags: c, parse: parsePing},
+		{name: "ping", arity: -1, flags: na, parse: parsePing},
 		{name: "echo", arity: 2, flags: c, parse: parseEcho},
 		{name: "hello", arity: -1, flags: na, parse: parseHello},
 		{name: "auth", arity: -2, flags: na, parse: parseAuth},
@@ -44,30 +47,88 @@ func parseEcho(s *Server, args [][]byte) (op, error) {
 	return localOp(func(c *session, w *reply) { w.bulk(args[1]) }), nil
 }
 
-// authenticate checks credentials for the only user there is, "default". With no
-// password configured the default user needs none, as in Redis.
-func (s *Server) authenticate(user, pass []byte) bool {
-	if user != nil && string(user) != "default" {
-		return false
-	}
-	if s.cfg.RequirePass == "" {
-		return true
-	}
-	return subtle.ConstantTimeCompare(pass, []byte(s.cfg.RequirePass)) == 1
-}
+// errAuthBusyReply answers an AUTH or HELLO AUTH refused unchecked: too many
+// attempts from its source wait already (errAuthBusy), or the wait was cut
+// short by the connection's authentication deadline or the server closing,
+// which close the connection after it. A refusal is not a failure: the
+// connection stays (reconnecting would cost the server more than the answer).
+var errAuthBusyReply = redisError("ERR too many authentication attempts from this address, try again later")
 
-// authFailed counts a failed AUTH or HELLO AUTH of c and, at its
-// maxAuthFailures-th, closes c after this reply.
-func (s *Server) authFailed(c *session) {
+// checkAuth checks an AUTH's or HELLO AUTH's credentials for c once its
+// source's turn comes (AuthGuard): nil, errWrongPass (counted, and c closed
+// after its maxAuthFailures-th), or errAuthBusyReply. name is the command as
+// the client sent it, which ACL LOG records for a failure, as Redis does.
+func (s *Server) checkAuth(c *session, name, user, pass []byte) error {
 	remote := ""
 	if c.conn != nil {
 		remote = c.conn.raddr
 	}
-	s.authFails.note(faceRESP, remote)
+	ctx, cancel := s.authWaitCtx(c)
+	at, err := s.guard.enter(ctx, faceRESP, remote)
+	cancel()
+	if err != nil {
+		c.quit = err != errAuthBusy
+		return errAuthBusyReply
+	}
+	acct, ok := s.authenticateUser(user, pass)
+	failures, wait := at.done(ok)
+	if !ok {
+		s.authFailed(c, remote, failures, wait)
+		tried := acl.DefaultUser
+		if user != nil {
+			tried = string(user)
+		}
+		s.aclLog.Add(acl.Event{Reason: acl.ReasonAuth, Context: acl.ContextTopLevel, Object: string(name),
+			Username: tried, ClientInfo: s.clientInfo(c)}, time.Now())
+		return errWrongPass
+	}
+	c.set(func() { c.authed, c.account = true, acct })
+	return nil
+}
+
+// authWaitCtx bounds how long an AUTH of c waits for its source's turn: until
+// the server begins to close, and for a stranger until its authentication
+// deadline, past which it would be closed anyway.
+func (s *Server) authWaitCtx(c *session) (context.Context, context.CancelFunc) {
+	if c.conn != nil && !c.authed && !c.conn.authBy.IsZero() {
+		return context.WithDeadline(s.closing, c.conn.authBy)
+	}
+	return context.WithCancel(s.closing)
+}
+
+// authFailed counts a failed AUTH or HELLO AUTH of c and, at its
+// maxAuthFailures-th, closes c after this reply.
+func (s *Server) authFailed(c *session, remote string, failures int, wait time.Duration) {
+	s.authFails.note(faceRESP, remote, failures, wait)
 	c.authFailures++
 	if c.authFailures >= maxAuthFailures {
 		c.quit = true
 	}
+}
+
+// refuseStranger answers NOAUTH to anything a connection sends before it
+// authenticates, when a password is set, but the commands flagged noauth
+// (AUTH, HELLO, PING, QUIT): known or not, any subcommand, any arity, so a
+// stranger learns nothing of which commands exist (Redis checks the command
+// and its arity first). It returns a nil error for a request that may go on.
+// A refused known command counts as a rejected call of what it names.
+func (s *Server) refuseStranger(c *session, args [][]byte) (op, error) {
+	if c.authed || !s.authRequired() {
+		return op{}, nil
+	}
+	cmd := s.lookup(args[0])
+	if cmd == nil {
+		return op{name: "unknown"}, errNoAuth
+	}
+	if slices.Contains(cmd.flags, "noauth") {
+		return op{}, nil
+	}
+	if len(args) >= 2 && cmd.subs != nil {
+		if sc := cmd.sub(args[1]); sc != nil {
+			cmd = sc
+		}
+	}
+	return op{name: cmd.name, def: cmd, rejected: true}, errNoAuth
 }
 
 // parseAuth: AUTH password / AUTH user password.
@@ -75,7 +136,7 @@ func parseAuth(s *Server, args [][]byte) (op, error) {
 	if len(args) > 3 {
 		return op{}, errSyntax
 	}
-	if len(args) == 2 && s.cfg.RequirePass == "" {
+	if len(args) == 2 && !s.authRequired() && s.users.Default().User().NoPass() {
 		return op{}, redisError("ERR AUTH <password> called without any password configured " +
 			"for the default user. Are you sure your configuration is correct?")
 	}
@@ -85,12 +146,10 @@ func parseAuth(s *Server, args [][]byte) (op, error) {
 		user = args[1]
 	}
 	return localOp(func(c *session, w *reply) {
-		if !s.authenticate(user, pass) {
-			s.authFailed(c)
-			w.fail(errWrongPass)
+		if err := s.checkAuth(c, args[0], user, pass); err != nil {
+			w.fail(err)
 			return
 		}
-		c.set(func() { c.authed = true })
 		w.ok()
 	}), nil
 }
@@ -124,15 +183,13 @@ func parseHello(s *Server, args [][]byte) (op, error) {
 		}
 	}
 	return localOp(func(c *session, w *reply) {
-		if user != nil && !s.authenticate(user, pass) {
-			s.authFailed(c)
-			w.fail(errWrongPass)
-			return
-		}
 		if user != nil {
-			c.set(func() { c.authed = true })
+			if err := s.checkAuth(c, args[0], user, pass); err != nil {
+				w.fail(err)
+				return
+			}
 		}
-		if s.cfg.RequirePass != "" && !c.authed {
+		if !c.authed {
 			w.fail(redisError("NOAUTH HELLO must be called with the client already authenticated, " +
 				"otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate " +
 				"the client and select the RESP protocol version at the same time"))

@@ -205,7 +205,18 @@ func parseCount(s *Server, args [][]byte, fam fsm.Family) (op, error) {
 		return op{}, err
 	}
 	key, item := string(args[1]), args[2]
-	return readOp(func(q queries, w *reply) { w.uint(q.Count(fam, key, item)) }), nil
+	return txRead(readOp(func(q queries, w *reply) { w.uint(q.Count(fam, key, item)) }),
+		&fsm.Command{Op: fsm.OpCount, Family: fam, Key: key, Items: [][]byte{item}}, func(w *reply, r *fsm.Result) {
+			if r.Err != nil {
+				w.fail(r.Err)
+				return
+			}
+			if len(r.Ints) != 1 {
+				w.fail(errors.New("no count in the result"))
+				return
+			}
+			w.int(r.Ints[0])
+		}), nil
 }
 
 // parseCFDel: CF.DEL key item. A missing key, or one of another kind, answers
@@ -323,15 +334,26 @@ func parseCFLoadChunk(s *Server, args [][]byte) (op, error) {
 // chunk!"); a missing key, an existing one and one of another type keep the
 // usual replies.
 func renderCFLoadChunk(w *reply, r *fsm.Result, header bool) {
-	switch {
-	case errors.Is(r.Err, fsm.ErrBadHeader):
-		w.fail(redisError("Invalid header"))
-	case header && errors.Is(r.Err, fsm.ErrBadData):
-		w.fail(redisError("Couldn't create filter!"))
-	case errors.Is(r.Err, fsm.ErrBadData), errors.Is(r.Err, fsm.ErrBadPosition),
-		errors.Is(r.Err, fsm.ErrChunkOutside), errors.Is(r.Err, fsm.ErrChunkTooBig):
-		w.fail(redisError("Couldn't load chunk!"))
-	default:
-		renderOK(w, r)
+	if t := cfChunkText(r.Err, header); t != "" {
+		w.fail(redisError(t))
+		return
 	}
+	renderOK(w, r)
+}
+
+// cfChunkText is CF.LOADCHUNK's refusal of a chunk (a header if header) in
+// RedisBloom's words (and the sizes of one refused for its size), or "" for
+// any other outcome.
+func cfChunkText(err error, header bool) string {
+	d := chunkSizes(err)
+	switch {
+	case errors.Is(err, fsm.ErrBadHeader):
+		return "Invalid header" + d
+	case header && errors.Is(err, fsm.ErrBadData):
+		return "Couldn't create filter!" + d
+	case errors.Is(err, fsm.ErrBadData), errors.Is(err, fsm.ErrBadPosition),
+		errors.Is(err, fsm.ErrChunkOutside), errors.Is(err, fsm.ErrChunkTooBig):
+		return "Couldn't load chunk!" + d
+	}
+	return ""
 }

@@ -16,8 +16,10 @@ import (
 // Redis Cluster's view of the cluster (docs/SHARDING.md, "Routing"): each
 // shard's slot range, with its leader as master and its other replicas as
 // replicas, so go-redis's ClusterClient, redis-cli -c and redis-cli
-// --cluster check route and inspect without a proxy hop. A node answers for
-// any key whatever the slot (it forwards), so nothing here ever says MOVED.
+// --cluster check route and inspect without a proxy hop. Asking for any of
+// these maps makes the connection a cluster client, which is answered MOVED
+// for a key this node does not serve (redirect.go); other connections are
+// forwarded.
 
 var clusterHelpRedis = []string{
 	"SLOTS",
@@ -35,6 +37,10 @@ var clusterHelpRedis = []string{
 	"    Return the state of the cluster, as Redis Cluster's CLUSTER INFO.",
 	"MYID",
 	"    Return this node's id (40 hex characters).",
+	"COUNTKEYSINSLOT <slot>",
+	"    Return the number of keys in <slot>.",
+	"GETKEYSINSLOT <slot> <count>",
+	"    Return key names stored by this node in <slot>.",
 }
 
 // redisNodeID is the 40-hex id Redis Cluster's formats give a node: the
@@ -80,6 +86,7 @@ func ordered(sh cluster.ShardInfo) []cluster.ShardReplica {
 // first as master: clients try it and are told CLUSTERDOWN, as they would be.
 func parseClusterSlots(s *Server, args [][]byte) (op, error) {
 	return localOp(func(c *session, w *reply) {
+		c.markClusterClient()
 		shards := s.be.Shards()
 		w.array(len(shards))
 		for _, sh := range shards {
@@ -104,6 +111,7 @@ func parseClusterSlots(s *Server, args [][]byte) (op, error) {
 // replication-offset, health).
 func parseClusterShards(s *Server, args [][]byte) (op, error) {
 	return localOp(func(c *session, w *reply) {
+		c.markClusterClient()
 		shards := s.be.Shards()
 		w.array(len(shards))
 		for _, sh := range shards {
@@ -145,32 +153,21 @@ func parseClusterShards(s *Server, args [][]byte) (op, error) {
 }
 
 // parseClusterNodes: CLUSTER NODES in Redis Cluster's format, one line per
-// member: "id host:port@raftport flags master ping pong epoch link slots...".
-// A node that leads shards is a master with their slots; one that leads none
-// is a replica of the leader of a shard it holds (Redis Cluster has no node
-// that is both, which a Rookery node is; CLUSTER SLOTS and SHARDS say it
-// exactly).
+// member: "id host:port@raftport flags master ping pong epoch link slots...",
+// the masters and slaves of the projection for Redis Cluster's tools
+// (rediscluster_nodes.go; CLUSTER SLOTS and SHARDS say exactly who leads).
 func parseClusterNodes(s *Server, args [][]byte) (op, error) {
-	return localOp(func(c *session, w *reply) { w.bulkString(clusterNodesText(s)) }), nil
+	return localOp(func(c *session, w *reply) {
+		c.markClusterClient()
+		w.bulkString(clusterNodesText(s))
+	}), nil
 }
 
 func clusterNodesText(s *Server) string {
 	self := s.be.Status().ID
-	shards := s.be.Shards()
-	leads := map[string][]cluster.ShardInfo{}
-	replicaOf := map[string]string{}
-	for _, sh := range shards {
-		if sh.Leader != "" {
-			leads[sh.Leader] = append(leads[sh.Leader], sh)
-		}
-		for _, r := range sh.Replicas {
-			if _, ok := replicaOf[r.ID]; !ok && r.ID != sh.Leader && sh.Leader != "" {
-				replicaOf[r.ID] = sh.Leader
-			}
-		}
-	}
-	var b strings.Builder
 	nodes := s.be.Nodes()
+	nv := projectNodes(s.be.Shards(), nodes)
+	var b strings.Builder
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].ID < nodes[j].ID })
 	for _, n := range nodes {
 		if n.RESPAddr == "" {
@@ -182,14 +179,14 @@ func clusterNodesText(s *Server) string {
 			flags = append(flags, "myself")
 		}
 		master, epoch := "-", 0
-		if led := leads[n.ID]; len(led) > 0 || replicaOf[n.ID] == "" {
-			flags = append(flags, "master")
-			if len(led) > 0 {
-				epoch = led[0].ID + 1
-			}
-		} else {
+		if m, ok := nv.replicaOf[n.ID]; ok {
 			flags = append(flags, "slave")
-			master = redisNodeID(replicaOf[n.ID])
+			master = redisNodeID(m)
+		} else {
+			flags = append(flags, "master")
+			if owns := nv.owns[n.ID]; len(owns) > 0 {
+				epoch = owns[0].ID + 1
+			}
 		}
 		link := "connected"
 		if n.Health != "alive" && n.ID != self {
@@ -198,7 +195,7 @@ func clusterNodesText(s *Server) string {
 		}
 		fmt.Fprintf(&b, "%s %s@%d %s %s 0 0 %d %s", redisNodeID(n.ID), n.RESPAddr, cport,
 			strings.Join(flags, ","), master, epoch, link)
-		for _, sh := range leads[n.ID] {
+		for _, sh := range nv.owns[n.ID] {
 			if sh.First == sh.Last {
 				fmt.Fprintf(&b, " %d", sh.First)
 			} else {

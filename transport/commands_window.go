@@ -25,6 +25,10 @@ const (
 	cfWindowMaxIterations = 500
 )
 
+// errBadWindow is the answer to a WINDOW duration that does not parse: it
+// lists the units, which the bare "ERR bad window" did not (issue 29).
+const errBadWindow = "ERR bad window: want a whole number of ms, s, m, h or d, such as 500ms, 90s, 15m, 2h or 7d (a bare number is seconds)"
+
 // durationUnits are the units a WINDOW duration may carry, in milliseconds;
 // a bare number is seconds.
 var durationUnits = []struct {
@@ -73,7 +77,7 @@ func (s *Server) windowArgs(args [][]byte, from int, last bool) (w windowSpec, o
 		}
 		ms, ok := parseDuration(args[at+1])
 		if !ok {
-			return w, false, redisError("ERR bad window")
+			return w, false, redisError(errBadWindow)
 		}
 		if ms < windowMinMs || ms > windowMaxMs {
 			return w, false, redisError("ERR window must be in the range [1ms, 3650d]")

@@ -51,6 +51,7 @@ func TestClientReadsWhatTransportSends(t *testing.T) {
 	cases = append(cases,
 		sent{"too many clients", string(errMaxClients), client.NotApplied},
 		sent{"request buffers full", protocolReply(errBudget), client.NotApplied},
+		sent{"a redirect to the shard's leader", fmt.Sprintf(errMovedFormat, 866, "127.0.0.1:6380"), client.NotApplied},
 		sent{"a malformed request", protocolReply(protocolError("invalid bulk length")), client.Final},
 		sent{"a syntax error", string(errSyntax), client.Final},
 	)

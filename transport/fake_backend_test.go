@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"github.com/rookerydb/rookery/internal/acl"
 	"io"
 	"net"
 	"sync"
@@ -33,14 +34,17 @@ type fakeBackend struct {
 	never      bool          // futures never resolve
 	ready      bool
 	problem    string // Status().Problem
-	leaveErr   error
-	left       bool
-	follower   bool  // backups and restores answer ErrNotLeader, Status says so
-	backupErr  error // OpenBackup, RestoreBackup and TakeSnapshot fail with it
-	restores   int   // backups restored
-	queue      chan queued
-	stop       chan struct{}
-	stopped    sync.WaitGroup
+	// readyMap and readyShards are what Readiness reports of a sharded node.
+	readyMap    *cluster.ShardReadiness
+	readyShards []cluster.ShardReadiness
+	leaveErr    error
+	left        bool
+	follower    bool  // backups and restores answer ErrNotLeader, Status says so
+	backupErr   error // OpenBackup, RestoreBackup and TakeSnapshot fail with it
+	restores    int   // backups restored
+	queue       chan queued
+	stop        chan struct{}
+	stopped     sync.WaitGroup
 
 	// clock stamps each command's Time, as a leader does (nil: time.Now).
 	clock func() time.Time
@@ -51,8 +55,12 @@ type queued struct {
 	fut *cluster.Future
 }
 
-func newFakeBackend(t testing.TB) *fakeBackend {
-	b := &fakeBackend{fsm: fsm.New(fsm.Options{}), ready: true,
+func newFakeBackend(t testing.TB) *fakeBackend { return newFakeBackendWith(t, fsm.Options{}) }
+
+// newFakeBackendWith is a fake backend whose state machine has opts (the
+// users, for a server's).
+func newFakeBackendWith(t testing.TB, opts fsm.Options) *fakeBackend {
+	b := &fakeBackend{fsm: fsm.New(opts), ready: true,
 		queue: make(chan queued, 1<<16), stop: make(chan struct{})}
 	b.stopped.Add(1)
 	go b.applier()
@@ -126,6 +134,13 @@ func (b *fakeBackend) ReadBarrier(ctx context.Context, level cluster.ReadLevel) 
 
 func (b *fakeBackend) FSM() *fsm.FSM { return b.fsm }
 
+// Leads: the fake leads unless it was made a follower.
+func (b *fakeBackend) Leads() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.follower
+}
+
 func (b *fakeBackend) Status() cluster.Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -163,6 +178,9 @@ func (b *fakeBackend) Shard() int         { return 0 }
 func (b *fakeBackend) Replicas() []Replica {
 	return []Replica{b}
 }
+func (b *fakeBackend) SubmitUsers(cmd *fsm.Command) *cluster.Future { return b.Submit(cmd) }
+func (b *fakeBackend) UsersReplica() (Replica, error)               { return b, nil }
+func (b *fakeBackend) UsersApplied(context.Context, time.Duration)  {}
 func (b *fakeBackend) Replica(s int) (Replica, error) {
 	if s != 0 {
 		return nil, cluster.ErrNotHosted
@@ -187,10 +205,10 @@ func (b *fakeBackend) Leave(ctx context.Context) error {
 	return nil
 }
 
-func (b *fakeBackend) Ready() bool {
+func (b *fakeBackend) Readiness() cluster.Readiness {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.ready
+	return cluster.Readiness{Ready: b.ready, Problem: b.problem, Map: b.readyMap, Shards: b.readyShards}
 }
 
 func (b *fakeBackend) TakeSnapshot() (cluster.SnapshotInfo, error) {
@@ -302,7 +320,14 @@ func mustStartServer(t testing.TB, cfg Config) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be := newFakeBackend(t)
+	if cfg.Users == nil {
+		reg, err := ACLRegistry()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Users = acl.NewStore(reg, cfg.RequirePass)
+	}
+	be := newFakeBackendWith(t, fsm.Options{Users: cfg.Users, RequirePass: cfg.RequirePass})
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}

@@ -4,13 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rookerydb/rookery/cluster"
 )
 
 // leaveTimeout bounds POST /v1/leave.
@@ -39,7 +44,10 @@ const (
 // HTTPServer serves health, status and metrics over HTTP:
 //
 //	GET  /healthz     200 while the process serves
-//	GET  /readyz      200 once the node has a leader and has caught up, else 503
+//	GET  /readyz      200 once the node does its part (cluster.Readiness), else 503;
+//	                  a sharded node's body has a line per shard
+//	GET  /readyz?shard=N  200 if shard N has a leader and this node holds a
+//	                  caught-up replica of it, else 503; 400 or 404 for a bad N
 //	GET  /v1/status   the node's cluster.Status as JSON
 //	GET  /v1/nodes    the cluster's members as JSON
 //	GET  /v1/filters  every filter: name, kind, items, capacity, memory, estimated FPP
@@ -47,14 +55,19 @@ const (
 //	POST /v1/snapshot          raft snapshots this node now (http_snapshot.go)
 //	GET  /v1/snapshot          a backup file of the cluster, from the leader
 //	POST /v1/snapshot/restore  restore the cluster to the backup in the body
+//	GET  /v1/users, POST /v1/users/restore  the cluster's users, for a sharded backup (http_users.go)
 //	GET  /v1/raft/peers, POST /v1/raft/remove-peer, /v1/raft/transfer-leader (http_raft.go)
 //	GET  /metrics     Prometheus text format (when Config.Registry is set)
 //	GET  /debug/pprof/ Go profiles (when Config.Pprof is set)
 //
-// Every route but the two probes asks for credentials (see httpAuth and
-// DESIGN.md): the node's password as a bearer token or basic auth password, or
-// a verified client certificate when Config.ClientCerts is set. With none
-// configured, reads are open and changes are accepted from loopback only.
+// Every route but the two probes asks who the client is, as one of the node's
+// users (Config.Users; see httpAuth and DESIGN.md): basic auth user:password,
+// the default user's password as a bearer token, or a verified client
+// certificate for the default user when Config.ClientCerts is set. Status,
+// nodes, filters, shards, raft peers and metrics are for any user that is on;
+// every other route (changes, backups, pprof, fault injection) needs a user
+// allowed every command of @admin. With no credentials asked for, reads are
+// open and admin routes are accepted from loopback only.
 type HTTPServer struct {
 	be  Backend
 	log *slog.Logger
@@ -83,6 +96,7 @@ func NewHTTP(cfg Config, be Backend) *HTTPServer {
 	mux.HandleFunc("POST /v1/snapshot/restore", h.restoreBackup)
 	h.registerRaftRoutes(mux)  // GET /v1/raft/peers, POST remove-peer, transfer-leader (http_raft.go)
 	h.registerShardRoutes(mux) // GET /v1/shards, POST /v1/drain (http_shards.go)
+	h.registerUsersRoutes(mux) // GET /v1/users, POST /v1/users/restore (http_users.go)
 	if cfg.Registry != nil {
 		newMetrics(cfg.Registry, be) // the node gauges, even with no RESP server
 		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
@@ -98,7 +112,7 @@ func NewHTTP(cfg Config, be Backend) *HTTPServer {
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	h.srv = &http.Server{
-		Handler:           newHTTPAuth(cfg, mux),
+		Handler:           newHTTPAuth(cfg, be, mux),
 		ReadHeaderTimeout: httpReadHeaderTimeout,
 		ReadTimeout:       httpReadTimeout,
 		WriteTimeout:      httpWriteTimeout,
@@ -131,17 +145,49 @@ func (h *HTTPServer) Close(ctx context.Context) error {
 }
 
 func (h *HTTPServer) readyz(w http.ResponseWriter, r *http.Request) {
-	if !h.be.Ready() {
-		// The reason is for the operator at 3 a.m.: a corrupt log entry, a
-		// full disk, no leader. It names no key and no credential.
-		msg := "not ready"
-		if p := h.be.Status().Problem; p != "" {
-			msg += ": " + p
+	rd := h.be.Readiness()
+	// The reasons are for the operator at 3 a.m.: a corrupt log entry, a
+	// full disk, no leader. They name no key and no credential.
+	var body strings.Builder
+	code := http.StatusOK
+	if q, ok := r.URL.Query()["shard"]; ok {
+		s, err := strconv.Atoi(q[0])
+		if err != nil || s < 0 || len(q) != 1 {
+			http.Error(w, fmt.Sprintf("bad shard %q: want one shard number, 0 or more", strings.Join(q, ",")), http.StatusBadRequest)
+			return
 		}
-		http.Error(w, msg, http.StatusServiceUnavailable)
-		return
+		switch err := rd.ShardReady(s); {
+		case errors.Is(err, cluster.ErrNoSuchShard):
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		case err != nil:
+			code = http.StatusServiceUnavailable
+			fmt.Fprintf(&body, "shard %d not ready: %v\n", s, err)
+		default:
+			fmt.Fprintf(&body, "shard %d ready\n", s)
+		}
+		if s < len(rd.Shards) {
+			body.WriteString(rd.Shards[s].Line() + "\n")
+		}
+	} else {
+		if rd.Ready {
+			body.WriteString("ready\n")
+		} else {
+			code = http.StatusServiceUnavailable
+			body.WriteString("not ready")
+			if rd.Problem != "" {
+				body.WriteString(": " + rd.Problem)
+			}
+			body.WriteString("\n")
+		}
+		for _, l := range rd.Lines() {
+			body.WriteString(l + "\n")
+		}
 	}
-	w.Write([]byte("ready\n"))
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	w.Write([]byte(body.String()))
 }
 
 // filterJSON is one entry of /v1/filters.

@@ -46,6 +46,16 @@ func newAuthEnv(t *testing.T, cfg Config) *authEnv {
 	e := &authEnv{be: newFakeBackend(t)}
 	cfg.Registry = prometheus.NewRegistry()
 	cfg.Pprof = true
+	if cfg.AuthGuard == nil {
+		// These tests are about which credentials open which route, with many
+		// wrong passwords from one address: a guard whose clock jumps an hour
+		// at each reading holds none of them back (authguard_test.go tests
+		// the waits).
+		g := NewAuthGuard(nil)
+		var hours atomic.Int64
+		g.now = func() time.Time { return time.Now().Add(time.Duration(hours.Add(1)) * time.Hour) }
+		cfg.AuthGuard = g
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(&e.log, nil))
 	cfg.Routes = map[string]http.Handler{
 		"POST /debug/faults/cut": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -108,25 +118,32 @@ func withHeader(value string) func(*http.Request) {
 type authRoute struct {
 	method, path string
 	open         bool // answers without credentials
+	admin        bool // needs +@admin (accessAdmin)
 	code         int
 }
 
 // allRoutes covers every route NewHTTP serves, plus an unknown path and a wrong
 // method, which must not tell a stranger anything either.
 var allRoutes = []authRoute{
-	{"GET", "/healthz", true, 200},
-	{"HEAD", "/healthz", true, 200},
-	{"GET", "/readyz", true, 200},
-	{"GET", "/v1/status", false, 200},
-	{"GET", "/v1/nodes", false, 200},
-	{"GET", "/v1/filters", false, 200},
-	{"GET", "/metrics", false, 200},
-	{"GET", "/debug/pprof/", false, 200},
-	{"GET", "/debug/pprof/cmdline", false, 200},
-	{"POST", "/v1/leave", false, 200},
-	{"POST", "/debug/faults/cut", false, 200},
-	{"GET", "/nope", false, 404},
-	{"DELETE", "/v1/filters", false, 405},
+	{"GET", "/healthz", true, false, 200},
+	{"HEAD", "/healthz", true, false, 200},
+	{"GET", "/readyz", true, false, 200},
+	{"GET", "/v1/status", false, false, 200},
+	{"HEAD", "/v1/status", false, false, 200},
+	{"GET", "/v1/nodes", false, false, 200},
+	{"GET", "/v1/filters", false, false, 200},
+	{"GET", "/v1/shards", false, false, 501}, // the fake backend has no shard or raft operations
+	{"GET", "/v1/raft/peers", false, false, 501},
+	{"GET", "/metrics", false, false, 200},
+	{"GET", "/debug/pprof/", false, true, 200},
+	{"GET", "/debug/pprof/cmdline", false, true, 200},
+	{"GET", "/v1/snapshot", false, true, 200},
+	{"POST", "/v1/snapshot", false, true, 200},
+	{"POST", "/v1/drain?id=n9", false, true, 501},
+	{"POST", "/v1/leave", false, true, 200},
+	{"POST", "/debug/faults/cut", false, true, 200},
+	{"GET", "/nope", false, true, 404},
+	{"DELETE", "/v1/filters", false, true, 405},
 }
 
 // assertRefused checks a refusal's status, shape and message, and that it
@@ -160,8 +177,9 @@ func assertRefused(t *testing.T, what string, rec *httptest.ResponseRecorder, ms
 }
 
 // TestHTTPAuthPassword: with --requirepass, every route but the probes wants
-// the password, as a bearer token or a basic auth password with any user name;
-// a refused change reaches no handler, even from loopback.
+// the default user's password, as a bearer token or basic auth for the user
+// default (or no user name); another user name is another user, who does not
+// exist here; a refused change reaches no handler, even from loopback.
 func TestHTTPAuthPassword(t *testing.T) {
 	creds := []struct {
 		name string
@@ -177,7 +195,8 @@ func TestHTTPAuthPassword(t *testing.T) {
 		{"bearer", withBearer(testPass), ""},
 		{"bearer lower-case scheme", withHeader("bearer " + testPass), ""},
 		{"basic default", withBasic("default", testPass), ""},
-		{"basic any user", withBasic("ops", testPass), ""},
+		{"basic without a user name", withBasic("", testPass), ""},
+		{"basic unknown user", withBasic("ops", testPass), msgInvalid},
 	}
 	for _, c := range creds {
 		t.Run(c.name, func(t *testing.T) {
@@ -243,18 +262,26 @@ func TestHTTPAuthMetrics(t *testing.T) {
 }
 
 // TestHTTPAuthNoneConfigured: with neither a password nor client certificates
-// (a loopback or --insecure node), reads are open to all, and changes are
-// accepted from loopback only.
+// (a loopback or --insecure node), reads are open to all, and changes and
+// the other admin routes are accepted from loopback only.
 func TestHTTPAuthNoneConfigured(t *testing.T) {
 	e := newAuthEnv(t, Config{})
 	for _, rt := range allRoutes {
-		if rt.method != "GET" && rt.method != "HEAD" {
+		rec := e.do(rt.method, rt.path, stranger, nil)
+		if rt.admin {
+			assertRefused(t, rt.method+" "+rt.path+" from a stranger", rec, msgNeedLoopback)
 			continue
 		}
-		if rec := e.do(rt.method, rt.path, stranger, nil); rec.Code != rt.code {
+		if rec.Code != rt.code {
 			t.Errorf("%s %s from a stranger: %d, want %d", rt.method, rt.path, rec.Code, rt.code)
 		}
 	}
+	for _, rt := range allRoutes {
+		if rec := e.do(rt.method, rt.path, localPeer, nil); rec.Code != rt.code {
+			t.Errorf("%s %s from loopback: %d, want %d", rt.method, rt.path, rec.Code, rt.code)
+		}
+	}
+	e = newAuthEnv(t, Config{})
 	for _, remote := range []string{stranger, "[2001:db8::1]:1234", "192.168.1.10:80"} {
 		for _, path := range []string{"/v1/leave", "/debug/faults/cut"} {
 			rec := e.do("POST", path, remote, withBearer("anything"))

@@ -24,8 +24,9 @@ import (
 // must hold. The changes are made by the group's leader: another node answers
 // 307 Temporary Redirect to the leader's HTTP address, as the backup routes
 // do. Like every
-// POST they need credentials (httpAuth): the password, a client certificate,
-// or, with neither configured, a loopback peer.
+// POST they need a user allowed every command of @admin (httpAuth), or, with
+// no credentials configured, a loopback peer; GET /v1/raft/peers needs any
+// user.
 
 // raftOpTimeout bounds one remove or transfer.
 const raftOpTimeout = 15 * time.Second

@@ -53,6 +53,52 @@ func TestHTTPHealthAndReady(t *testing.T) {
 	}
 }
 
+// TestHTTPReadyPerShard: a sharded node's /readyz has a line per shard, and
+// /readyz?shard=N answers for shard N alone: 200 for one it serves, 503 for
+// one without a leader or not held here, 404 for one the cluster lacks, 400
+// for a number that is none.
+func TestHTTPReadyPerShard(t *testing.T) {
+	be := newFakeBackend(t)
+	h := NewHTTP(Config{}, be).Handler()
+	be.set(func(b *fakeBackend) {
+		b.readyMap = &cluster.ShardReadiness{Shard: -1, Held: true, Leader: "n1", Role: "leader", CaughtUp: true, Serving: true}
+		b.readyShards = []cluster.ShardReadiness{
+			{Shard: 0, Held: true, Leader: "n1", Role: "leader", Applied: 7, Commit: 7, CaughtUp: true, Serving: true},
+			{Shard: 1, Held: true, Role: "candidate", Applied: 5, Commit: 5, CaughtUp: true, Problem: "shard 1 has no leader among its replicas"},
+			{Shard: 2, Leader: "n4"},
+		}
+	})
+	code, body := httpGet(t, h, "GET", "/readyz")
+	if code != 200 || !strings.HasPrefix(body, "ready\n") || !strings.Contains(body, "\nshard 1: no leader; this node: candidate, applied 5, commit 5, caught up\n") {
+		t.Errorf("/readyz: %d %q", code, body)
+	}
+	for _, c := range []struct {
+		path string
+		code int
+		says string
+	}{
+		{"/readyz?shard=0", 200, "shard 0 ready\nshard 0: leader n1"},
+		{"/readyz?shard=1", 503, "shard 1 not ready: shard 1 has no leader among its replicas\n"},
+		{"/readyz?shard=2", 503, "holds no replica of shard 2"},
+		{"/readyz?shard=3", 404, "no such shard: shard 3 of 3"},
+		{"/readyz?shard=-1", 400, "bad shard"},
+		{"/readyz?shard=x", 400, "bad shard \"x\""},
+		{"/readyz?shard=", 400, "bad shard"},
+	} {
+		if code, body := httpGet(t, h, "GET", c.path); code != c.code || !strings.Contains(body, c.says) {
+			t.Errorf("%s: %d %q, want %d and %q", c.path, code, body, c.code, c.says)
+		}
+	}
+	// Without shards, shard 0 is the one group: it answers as the node does.
+	be.set(func(b *fakeBackend) { b.readyMap, b.readyShards, b.ready, b.problem = nil, nil, false, "no leader" })
+	if code, body := httpGet(t, h, "GET", "/readyz?shard=0"); code != 503 || body != "shard 0 not ready: no leader\n" {
+		t.Errorf("/readyz?shard=0 without shards: %d %q", code, body)
+	}
+	if code, _ := httpGet(t, h, "GET", "/readyz?shard=1"); code != 404 {
+		t.Errorf("/readyz?shard=1 without shards: %d", code)
+	}
+}
+
 func TestHTTPStatusAndNodes(t *testing.T) {
 	be := newFakeBackend(t)
 	h := NewHTTP(Config{}, be).Handler()

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"github.com/rookerydb/rookery/internal/acl"
 	"log/slog"
 	"net/http"
 	"time"
@@ -49,17 +50,30 @@ type Config struct {
 	// requests being read and executed; a request that would take more is
 	// refused and its connection closed.
 	MaxRequestBuffer int64
-	// RequirePass, when set, makes every connection AUTH (or HELLO ... AUTH) first,
-	// and every HTTP endpoint but /healthz and /readyz ask for it as a bearer token
-	// (or basic auth password).
+	// RequirePass, when set, is the default user's password until the
+	// cluster's log sets users (Users): every connection AUTHs (or HELLO ...
+	// AUTH) first, and every HTTP endpoint but /healthz and /readyz asks for
+	// a user's credentials (http_auth.go).
 	RequirePass string
+	// Users are the node's users (ACL), shared with the group whose log
+	// holds them; nil: the default user alone, its password RequirePass.
+	// Give the RESP and HTTP servers of a node the same store.
+	Users *acl.Store
+	// ACLLog is the node's ACL LOG. Give the RESP and HTTP servers of a
+	// node the same one, so that ACL LOG shows the HTTP API's refusals too;
+	// nil: each server keeps its own.
+	ACLLog *acl.Log
 	// AuthTimeout closes a connection that has not authenticated this long after
 	// it was accepted (only when RequirePass is set). Negative: never.
 	AuthTimeout time.Duration
 	// ClientCerts says the listeners require client certificates signed by the
 	// cluster CA (--tls-client-auth): over HTTP a verified client certificate is
-	// a credential, like the password.
+	// a credential for the default user, like its password.
 	ClientCerts bool
+	// AuthGuard makes password guessing cost time per source address. Give the
+	// RESP and HTTP servers of a node the same one, so that an address's
+	// failures on one face count on the other; nil: each server makes its own.
+	AuthGuard *AuthGuard
 	// MetricsPublic serves /metrics without credentials.
 	MetricsPublic bool
 	// RequestTimeout bounds how long a command waits for its write to be

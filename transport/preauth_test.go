@@ -131,7 +131,7 @@ func TestPreAuthDeadline(t *testing.T) {
 		t.Fatalf("AUTH: %q", got)
 	}
 	for time.Since(start) < timeout-50*time.Millisecond {
-		if got := busy.do("PING"); got != "-NOAUTH Authentication required.\r\n" {
+		if got := busy.do("PING"); got != "+PONG\r\n" {
 			t.Fatalf("PING before the deadline: %q", got)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -158,4 +158,77 @@ func TestPreAuthNoDeadline(t *testing.T) {
 	if got := c.do("AUTH", "pw"); got != "+OK\r\n" {
 		t.Fatalf("AUTH: %q", got)
 	}
+}
+
+// TestNoAuthBeforeAuth: with a password set, everything a stranger sends but
+// AUTH, HELLO, PING and QUIT answers NOAUTH: known commands, unknown ones,
+// unknown subcommands of known containers and wrong arities alike, so that a
+// stranger cannot tell which commands exist. Once authenticated, the same
+// requests get their ordinary answers.
+func TestNoAuthBeforeAuth(t *testing.T) {
+	ts := mustStartServer(t, Config{RequirePass: "s3cret"})
+	const noAuth = "-NOAUTH Authentication required.\r\n"
+	cases := []struct {
+		what  string
+		args  []string
+		after string // the start of the answer once authenticated
+	}{
+		{"known", []string{"BF.EXISTS", "k", "a"}, ":0"},
+		{"known", []string{"ECHO", "hi"}, "$2\r\nhi"},
+		{"known", []string{"SELECT", "0"}, "+OK"},
+		{"known", []string{"ASKING"}, "+OK"},
+		{"known", []string{"EXEC"}, "-ERR EXEC without MULTI"},
+		{"known", []string{"IDEM", "1", "1", "BF.EXISTS", "k", "a"}, ":0"},
+		{"known subcommand", []string{"CLIENT", "ID"}, ":"},
+		{"known subcommand", []string{"CLUSTER", "MYID"}, "$"},
+		{"known subcommand", []string{"COMMAND", "COUNT"}, ":"},
+		{"known subcommand", []string{"CONFIG", "GET", "bf-error-rate"}, "*2"},
+		{"unknown", []string{"NOPE"}, "-ERR unknown command 'NOPE'"},
+		{"unknown", []string{"SET", "k", "v"}, "-ERR unknown command 'SET'"},
+		{"unknown", []string{"GETDEL", "k"}, "-ERR unknown command 'GETDEL'"},
+		{"unknown subcommand", []string{"CLUSTER", "SETSLOT", "1", "NODE", "x"}, "-ERR unknown subcommand 'SETSLOT'"},
+		{"unknown subcommand", []string{"CLUSTER", "MEET", "127.0.0.1", "6379"}, "-ERR unknown subcommand 'MEET'"},
+		{"unknown subcommand", []string{"CLIENT", "NOPE"}, "-ERR unknown subcommand 'NOPE'"},
+		{"unknown subcommand", []string{"CONFIG", "NOPE"}, "-ERR unknown subcommand 'NOPE'"},
+		{"arity", []string{"BF.ADD", "k"}, "-ERR wrong number of arguments for 'BF.ADD' command"},
+		{"arity", []string{"ECHO"}, "-ERR wrong number of arguments for 'ECHO' command"},
+		{"arity", []string{"ASKING", "x"}, "-ERR wrong number of arguments for 'ASKING' command"},
+		{"arity", []string{"CLIENT", "ID", "x"}, "-ERR wrong number of arguments for 'client|id' command"},
+		{"arity", []string{"DEL"}, "-ERR wrong number of arguments for 'DEL' command"},
+	}
+	c := dialRaw(t, ts.addr)
+	for _, tc := range cases {
+		if got := c.do(tc.args...); got != noAuth {
+			t.Errorf("%s %v before AUTH: %q, want NOAUTH", tc.what, tc.args, got)
+		}
+	}
+	// The four a stranger may send.
+	if got := c.do("PING"); got != "+PONG\r\n" {
+		t.Errorf("PING before AUTH: %q", got)
+	}
+	if got := c.do("PING", "hi"); got != "$2\r\nhi\r\n" {
+		t.Errorf("PING hi before AUTH: %q", got)
+	}
+	if got := c.do("HELLO", "3"); !strings.HasPrefix(got, "-NOAUTH HELLO must be called") {
+		t.Errorf("HELLO 3 before AUTH: %q", got)
+	}
+	if got := c.do("AUTH"); got != "-ERR wrong number of arguments for 'AUTH' command\r\n" {
+		t.Errorf("AUTH without arguments: %q", got)
+	}
+	if got := c.do("AUTH", "s3cret"); got != "+OK\r\n" {
+		t.Fatalf("AUTH: %q", got)
+	}
+	for _, tc := range cases {
+		if got := c.do(tc.args...); !strings.HasPrefix(got, tc.after) {
+			t.Errorf("%s %v after AUTH: %q, want %q...", tc.what, tc.args, got, tc.after)
+		}
+	}
+	if n := len(ts.be.submitted()); n != 0 {
+		t.Fatalf("%d writes", n)
+	}
+	q := dialRaw(t, ts.addr)
+	if got := q.do("QUIT"); got != "+OK\r\n" {
+		t.Fatalf("QUIT before AUTH: %q", got)
+	}
+	q.expectClosed()
 }

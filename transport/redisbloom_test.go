@@ -184,6 +184,51 @@ func TestRedisBloomDumpsLoad(t *testing.T) {
 	if n := res(c.Exists(ctx, "fresh").Result()).must(t); n != 0 {
 		t.Error("a refused header created the key")
 	}
+	// A chunk larger than its filter could take anywhere is refused from its
+	// header, in RedisBloom's words, and the connection goes on; so is a
+	// command that would make one log entry over maxEntryBytes.
+	big := strings.Repeat("x", 16<<20) // more than any link or sub-filter here
+	for _, tc := range []struct {
+		args []any
+		want string
+	}{
+		{[]any{"BF.LOADCHUNK", "b", 32 << 20, big}, "ERR invalid offset - no link found"},
+		{[]any{"BF.LOADCHUNK", "b", 2, big}, "ERR received bad data"},
+		{[]any{"BF.LOADCHUNK", "fresh", 1, big}, "ERR received bad data"},
+		{[]any{"CF.LOADCHUNK", "c", 32 << 20, big}, "Couldn't load chunk!"},
+		{[]any{"CF.LOADCHUNK", "fresh", 1, big}, "Invalid header"},
+		{[]any{"IDEM", 7, 1, "BF.LOADCHUNK", "b", 32 << 20, big}, "ERR invalid offset - no link found"},
+	} {
+		if err := c.Do(ctx, tc.args...).Err(); err == nil || err.Error() != tc.want {
+			t.Errorf("%v: %v, want %q", tc.args[:3], err, tc.want)
+		}
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatalf("after %v: %v", tc.args[:3], err)
+		}
+	}
+	// Into a filter of our own format being loaded from its dump, the loader
+	// is told both sizes.
+	if err := c.Do(ctx, "BF.RESERVE", "ours", 0.01, 100000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	hdr, err := c.Do(ctx, "BF.SCANDUMP", "ours", 0).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, "BF.LOADCHUNK", "ours2", hdr[0], hdr[1]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("ERR received bad data (a chunk of %d bytes, and \"ours2\" takes at most %d bytes per chunk)", len(big), fsm.MaxOwnChunkBytes)
+	if err := c.Do(ctx, "BF.LOADCHUNK", "ours2", 2, big).Err(); err == nil || err.Error() != want {
+		t.Errorf("a chunk too big for a filter being loaded: %v, want %q", err, want)
+	}
+	madd := []any{"BF.MADD", "b"}
+	for range 300 {
+		madd = append(madd, strings.Repeat("y", 60<<10))
+	}
+	if err := c.Do(ctx, madd...).Err(); err == nil || !strings.HasPrefix(err.Error(), "ERR command too large for one log entry") {
+		t.Errorf("BF.MADD of 18 MB: %v", err)
+	}
 }
 
 // TestSplitChunk: a RedisBloom chunk over loadPieceBytes goes into the log as

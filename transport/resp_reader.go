@@ -44,6 +44,10 @@ type readLimits struct {
 	// bytes argument i (counting the command name as 0) may hold, given the
 	// arguments before it. The common path never calls it.
 	argBytes func(req argView, i int) int
+	// chunkCheck, if set, is asked about an argument that argBytes let be
+	// longer than maxBulk, of n bytes: the refusal of a chunk its filter could
+	// not take, so that it is read past rather than held, or nil.
+	chunkCheck func(req argView, i int, n int64) error
 }
 
 // bufCap is the largest buffer a request can need: once it holds maxReq bytes
@@ -139,7 +143,11 @@ func (rd *reader) readBatch() ([][][]byte, error) {
 		if rd.err != nil {
 			return nil, rd.err
 		}
-		if err := rd.fill(); err != nil {
+		fill := rd.fill
+		if rd.skip.on && rd.r == rd.w && rd.skip.left >= discardMin {
+			fill = rd.discard
+		}
+		if err := fill(); err != nil {
 			rd.err = err
 		}
 	}
@@ -343,6 +351,11 @@ func (rd *reader) checkBulk(in []byte, n int64, end int) error {
 	case n > int64(reqLim)-int64(end)-2: // written so it cannot overflow
 		return rd.refuse(n, end, fmt.Sprintf("request larger than %d bytes", reqLim))
 	case n <= int64(lim):
+		if lim > rd.lim.maxBulk && rd.lim.chunkCheck != nil {
+			if err := rd.lim.chunkCheck(argView{in: in, marks: rd.marks}, len(rd.marks)/2, n); err != nil {
+				return rd.refuseWith(n, end, err)
+			}
+		}
 		return nil
 	case lim == rd.lim.maxBulk:
 		return rd.refuse(n, end, fmt.Sprintf("bulk string of %d bytes exceeds --max-item-size (%d)", n, lim))

@@ -2,6 +2,8 @@ package transport
 
 import (
 	"fmt"
+	"io"
+	"sync"
 )
 
 // Requests too large to take, and requests large enough to hand over.
@@ -52,8 +54,17 @@ func (rd *reader) refuse(n int64, end int, why string) error {
 	if rd.preAuth || n > maxSkipBytes {
 		return protocolError(why)
 	}
+	return rd.refuseWith(n, end, redisError("ERR "+why))
+}
+
+// refuseWith reads past the request whose bulk of n bytes has its header
+// end at in[end] and answers it with why. Only after authentication.
+func (rd *reader) refuseWith(n int64, end int, why error) error {
+	if rd.preAuth || n > maxSkipBytes {
+		return protocolError(why.Error())
+	}
 	i := len(rd.marks) / 2
-	rd.skip = skipState{on: true, left: int64(end) + n + 2, args: rd.argc - i - 1, why: redisError("ERR " + why)}
+	rd.skip = skipState{on: true, left: int64(end) + n + 2, args: rd.argc - i - 1, why: why}
 	rd.argc, rd.pos, rd.need = 0, 0, 0
 	rd.marks = rd.marks[:0]
 	return errSkip
@@ -137,4 +148,35 @@ func (rd *reader) handOff(in []byte, marks []int) ([][]byte, error) {
 	rd.r, rd.buf = 0, nb
 	rd.pos, rd.need = 0, 0
 	return args, nil
+}
+
+// Reading past a refused request's bytes: once the read buffer is empty and
+// at least discardMin of them are still to come, they are read into a shared
+// scratch buffer of discardBytes and dropped, never into the connection's own
+// buffer (which shrinks to its idle size when drained, and would then take a
+// 300 MB chunk a kilobyte per read).
+const (
+	discardMin   = 64 << 10
+	discardBytes = 256 << 10
+)
+
+var discardPool = sync.Pool{New: func() any { b := make([]byte, discardBytes); return &b }}
+
+// discard reads and drops up to discardBytes of the refused request being
+// read past, never more than is left of it: what follows it is the next
+// request's, read as usual.
+func (rd *reader) discard() error {
+	p := discardPool.Get().(*[]byte)
+	defer discardPool.Put(p)
+	b := (*p)[:min(int64(len(*p)), rd.skip.left)]
+	n, err := rd.src.Read(b)
+	rd.nread += uint64(n)
+	rd.skip.left -= int64(n)
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
 }

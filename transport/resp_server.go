@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
+	"github.com/rookerydb/rookery/internal/acl"
 	"log/slog"
 	"net"
 	"sync"
@@ -31,14 +32,23 @@ const writeTimeout = 30 * time.Second
 // Server is the RESP server. Serve it on any number of listeners; Close stops
 // them all and waits for every connection to end.
 type Server struct {
+	// The node's users (acl.go): every connection runs as one.
+	users  *acl.Store
+	aclReg *acl.Registry
+	aclLog *acl.Log
+	// usersChanged is told of every change to the users (closeGoneUsers).
+	usersChanged chan struct{}
+
 	cfg     Config
 	be      Backend
 	log     *slog.Logger
 	cmds    map[string]*command
 	cmdList []*command // cmds by name
 	m       *metrics
-	// authFails counts and logs failed AUTHs (authguard.go).
+	// authFails counts and logs failed AUTHs; guard makes guessing cost time
+	// per source address (authguard.go).
 	authFails *authFailures
+	guard     *AuthGuard
 	stats     serverStats // INFO stats and commandstats (stats.go)
 	started   time.Time
 	bloom     atomic.Pointer[bloomConfig] // CONFIG SET bf-* and cf-* (bloomconfig.go)
@@ -47,9 +57,14 @@ type Server struct {
 	bg        sync.WaitGroup              // the stats sampler
 	runID     string                      // INFO run_id: 40 random hex digits, new each start
 	port      atomic.Int64                // INFO tcp_port: the first TCP listener's
+	self      self                        // this node's id, for redirects (redirect.go)
 
 	ctx    context.Context // ends when Close gives up waiting; bounds every wait
 	cancel context.CancelFunc
+	// closing ends when Close begins: it bounds waits that serve nobody once
+	// the server stops (an AUTH waiting for its source's turn).
+	closing     context.Context
+	stopWaiting context.CancelFunc
 
 	// Request readers: their limits, and the budget of what they may hold
 	// together (budget.go), of which strangers may use a quarter.
@@ -71,23 +86,27 @@ type Server struct {
 func New(cfg Config, be Backend) *Server {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
+	closing, stopWaiting := context.WithCancel(ctx)
 	all := newBudget(cfg.MaxRequestBuffer, nil)
 	s := &Server{
 		cfg: cfg, be: be, log: cfg.Logger, cmds: commandTable(),
-		m: newMetrics(cfg.Registry, be), authFails: newAuthFailures(cfg.Registry, cfg.Logger), started: time.Now(),
-		ctx: ctx, cancel: cancel, runID: newRunID(),
+		m: newMetrics(cfg.Registry, be), authFails: newAuthFailures(cfg.Registry, cfg.Logger), guard: cfg.authGuard(),
+		started: time.Now(), ctx: ctx, cancel: cancel, closing: closing, stopWaiting: stopWaiting, runID: newRunID(),
 		budget: all, strangerBudget: newBudget(cfg.MaxRequestBuffer/4, all),
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
 		slots: newSlots(cfg.MaxClients),
 	}
 	s.rlim = &readLimits{maxReq: cfg.MaxRequestBytes, maxArgs: cfg.maxArgs(),
-		maxBulk: cfg.MaxItemBytes, maxChunk: max(cfg.MaxItemBytes, maxChunkArgBytes), argBytes: s.argBytes}
+		maxBulk: cfg.MaxItemBytes, maxChunk: max(cfg.MaxItemBytes, maxChunkArgBytes), argBytes: s.argBytes,
+		chunkCheck: s.chunkCheck}
+	s.initACL()
 	s.cmdList = listCommands(s.cmds)
 	s.configs = configParams()
 	s.bloom.Store(defaultBloomConfig(s.maxCap()))
 	registerBudgetGauge(cfg.Registry, all)
-	s.bg.Add(1)
+	s.bg.Add(2)
 	go s.sampleLoop()
+	go s.closeGoneUsers()
 	return s
 }
 
@@ -171,7 +190,10 @@ func (s *Server) newConn(nc net.Conn) *conn {
 		sess: session{id: s.nextID.Add(1), proto: 2, level: s.cfg.DefaultReadLevel}}
 	c.sess.conn = c
 	c.active.Store(c.created.UnixNano())
-	c.sess.authed = s.cfg.RequirePass == ""
+	c.sess.authed = !s.authRequired()
+	if c.sess.authed {
+		c.sess.account = s.users.Default()
+	}
 	c.stranger = !c.sess.authed
 	bud := s.budget
 	if c.stranger {
@@ -195,6 +217,7 @@ func newRunID() string {
 // (bounded by the request timeout), then closes what remains and waits for all
 // connection goroutines to end.
 func (s *Server) Close() error {
+	s.stopWaiting()
 	s.mu.Lock()
 	s.stopping.Store(true)
 	for ln := range s.listeners {
@@ -270,6 +293,9 @@ type conn struct {
 	barrierLevel cluster.ReadLevel
 	barrierRep   Replica
 	barrierErr   error
+
+	// tx is the connection's transaction (commands_tx.go).
+	tx txState
 }
 
 // pending is a reply that must wait for an earlier write's outcome: a write's own
@@ -463,6 +489,9 @@ func (c *conn) exec(batch [][][]byte) {
 		}
 		o, err := c.s.parse(&c.sess, args)
 		c.lastCmd.Store(o.def) // nil for an unknown command: "cmd=NULL", as Redis shows it
+		if c.txStep(o, err, args, start) {
+			continue
+		}
 		if err == nil && c.route(o, args, start) {
 			continue
 		}
@@ -471,12 +500,16 @@ func (c *conn) exec(batch [][][]byte) {
 			c.immediate(o, start, func(w *reply) { w.fail(err) })
 		case o.kind == opWrite:
 			pieces := splitChunk(o.cmd)
-			if len(pieces) > 1 {
+			if len(pieces) > 1 || bigChunk(o.cmd) {
 				if res := c.checkChunk(o.cmd); res != nil {
 					// The whole chunk would be refused: none of its pieces go.
 					c.immediate(o, start, func(w *reply) { o.render(w, res) })
 					continue
 				}
+			}
+			if err := entryBound(pieces); err != nil {
+				c.immediate(o, start, func(w *reply) { w.fail(err) })
+				continue
 			}
 			p := pending{fut: c.submit(pieces[0]), render: o.render,
 				proto: c.sess.proto, name: o.name, def: o.def, start: start}
@@ -565,6 +598,9 @@ func (c *conn) ctx() context.Context {
 // submit queues a write: to the replica it runs on here (route.go), else
 // as the node routes it by key.
 func (c *conn) submit(cmd *fsm.Command) *cluster.Future {
+	if isUsersOp(cmd) {
+		return c.s.be.SubmitUsers(cmd)
+	}
 	if c.rep != nil {
 		return c.rep.Submit(cmd)
 	}
@@ -572,9 +608,13 @@ func (c *conn) submit(cmd *fsm.Command) *cluster.Future {
 }
 
 // checkChunk asks the state machine, at a linearizable read, whether it would
-// take the whole of a LOADCHUNK that goes into the log in pieces, and returns
-// its refusal as a result, or nil. Without a read (no leader, or the shard is
-// no longer here) the pieces go, and the state machine answers each.
+// take the whole of a LOADCHUNK that goes into the log in pieces, or that is
+// larger than any chunk of our own format (bigChunk), and returns its refusal
+// as a result, or nil: a chunk the filter cannot take is refused before it is
+// logged, at the cost of one read. Without a read (no leader, or the shard is
+// no longer here) the pieces go, each at most loadPieceBytes, and the state
+// machine answers each; a chunk that could not be split is held to
+// entryBound.
 func (c *conn) checkChunk(cmd *fsm.Command) *fsm.Result {
 	c.drain() // this connection's earlier writes first
 	c.barrierDone = false

@@ -314,12 +314,12 @@ func TestServerAuth(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"PING"}, "-NOAUTH Authentication required.\r\n"},
+		{[]string{"PING"}, "+PONG\r\n"},
 		{[]string{"BF.ADD", "k", "a"}, "-NOAUTH Authentication required.\r\n"},
 		{[]string{"HELLO", "3"}, "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time\r\n"},
 		{[]string{"AUTH", "bob", "s3cret"}, "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
 		{[]string{"HELLO", "3", "AUTH", "default", "nope"}, "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
-		{[]string{"PING"}, "-NOAUTH Authentication required.\r\n"},
+		{[]string{"ECHO", "x"}, "-NOAUTH Authentication required.\r\n"},
 		{[]string{"AUTH", "s3cret"}, "+OK\r\n"},
 		{[]string{"PING"}, "+PONG\r\n"},
 	}

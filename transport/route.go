@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -111,12 +112,19 @@ func (c *conn) route(o op, args [][]byte, start time.Time) bool {
 	if o.def == nil || o.kind == opLocal {
 		return false
 	}
+	if n, ok := slotOf(o.name, args); ok {
+		return c.routeSlot(o, args, n, start)
+	}
 	name := c.s.innerName(o.def, args)
 	how := spread[name]
 	keys := c.s.keysOf(o.def, args)
 	if len(keys) == 0 {
 		if how == 0 {
 			return false
+		}
+		if how == fanSum && c.sess.clusterClient {
+			c.ownCount(o, args, start) // DBSIZE per node, as Redis Cluster's tools add it up
+			return true
 		}
 		c.fanOut(o, args, how, start)
 		return true
@@ -136,6 +144,9 @@ func (c *conn) route(o op, args [][]byte, start time.Time) bool {
 		return true
 	}
 	for sh := range shards {
+		if c.sess.clusterClient && c.moved(o, sh, args[keys[0]], start) {
+			return true
+		}
 		if rep, err := c.s.be.Replica(sh); err == nil {
 			c.rep = rep
 			return false
@@ -171,6 +182,12 @@ func (c *conn) answer(o op, start time.Time, render func(w *reply)) {
 func (c *conn) forward(o op, sh int, args [][]byte, start time.Time) {
 	c.drain()
 	b, err := c.onShard(sh, args)
+	if err != nil && o.kind == opRead && errors.Is(err, cluster.ErrIndeterminate) {
+		// The node it went to died with the read (a leader killed): a
+		// read changes nothing, so it goes once more, to a replica that
+		// waits for the shard's new leader if it must.
+		b, err = c.onShard(sh, args)
+	}
 	if err != nil {
 		if o.kind != opWrite {
 			err = readErr(err) // a read changes nothing: never indeterminate
@@ -201,11 +218,19 @@ func (c *conn) onShardProto(sh int, args [][]byte, proto int) ([]byte, error) {
 // infoFanOut answers an INFO that includes Keyspace on a sharded node: the
 // other sections are this node's, Keyspace counts every shard once (at a
 // replica the connection's read level allows), after the connection's
-// earlier writes.
+// earlier writes; for a cluster client, the shards this node shows as its own
+// (ownShards), as its DBSIZE.
 func (c *conn) infoFanOut(o op, want map[string]bool, all bool, start time.Time) {
 	c.drain()
 	var ks keyspaceCount
-	for sh := range c.s.be.ShardCount() {
+	shards := make([]int, c.s.be.ShardCount())
+	for i := range shards {
+		shards[i] = i
+	}
+	if c.sess.clusterClient {
+		shards = c.ownShards() // a cluster client's node counts what it shows as its own, as DBSIZE
+	}
+	for _, sh := range shards {
 		b, err := c.onShardProto(sh, [][]byte{[]byte("INFO"), []byte("keyspace")}, 2)
 		v, perr := parseReply(b)
 		if err != nil || perr != nil || v.kind != '$' {

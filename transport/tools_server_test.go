@@ -137,7 +137,7 @@ func TestCommandSubcommands(t *testing.T) {
 	}{
 		{[]string{"COMMAND", "COUNT"}, ":" + strconv.Itoa(len(ts.s.cmds)) + "\r\n"},
 		{[]string{"COMMAND", "INFO", "nosuch"}, "*1\r\n$-1\r\n"},
-		{[]string{"COMMAND", "INFO", "config|get"}, "*1\r\n*10\r\n$10\r\nconfig|get\r\n:-3\r\n*2\r\n+loading\r\n+stale\r\n:0\r\n:0\r\n:0\r\n*0\r\n*0\r\n*0\r\n*0\r\n"},
+		{[]string{"COMMAND", "INFO", "config|get"}, "*1\r\n*10\r\n$10\r\nconfig|get\r\n:-3\r\n*2\r\n+loading\r\n+stale\r\n:0\r\n:0\r\n:0\r\n*3\r\n+@admin\r\n+@slow\r\n+@dangerous\r\n*0\r\n*0\r\n*0\r\n"},
 		{[]string{"COMMAND", "GETKEYS", "BF.ADD", "k", "x"}, "*1\r\n$1\r\nk\r\n"},
 		{[]string{"COMMAND", "GETKEYS", "DEL", "a", "b"}, "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
 		{[]string{"COMMAND", "GETKEYS", "RENAME", "a", "b"}, "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
@@ -147,7 +147,8 @@ func TestCommandSubcommands(t *testing.T) {
 		{[]string{"COMMAND", "GETKEYS", "BF.ADD", "k"}, "-ERR Invalid number of arguments specified for command\r\n"},
 		{[]string{"COMMAND", "LIST", "FILTERBY", "PATTERN", "cf.*x*"}, "*4\r\n$8\r\ncf.addnx\r\n$9\r\ncf.exists\r\n$11\r\ncf.insertnx\r\n$10\r\ncf.mexists\r\n"},
 		{[]string{"COMMAND", "LIST", "FILTERBY", "PATTERN", "config|*"}, "*4\r\n$10\r\nconfig|get\r\n$11\r\nconfig|help\r\n$16\r\nconfig|resetstat\r\n$10\r\nconfig|set\r\n"},
-		{[]string{"COMMAND", "LIST", "FILTERBY", "ACLCAT", "bloom"}, "*0\r\n"},
+		{[]string{"COMMAND", "LIST", "FILTERBY", "ACLCAT", "bloom"}, "*11\r\n$6\r\nbf.add\r\n$7\r\nbf.card\r\n$8\r\nbf.debug\r\n$9\r\nbf.exists\r\n$7\r\nbf.info\r\n$9\r\nbf.insert\r\n$12\r\nbf.loadchunk\r\n$7\r\nbf.madd\r\n$10\r\nbf.mexists\r\n$10\r\nbf.reserve\r\n$11\r\nbf.scandump\r\n"},
+		{[]string{"COMMAND", "LIST", "FILTERBY", "ACLCAT", "nosuch"}, "-ERR Unknown category 'nosuch'\r\n"},
 		{[]string{"COMMAND", "LIST", "FILTERBY", "MODULE", "nosuch"}, "*0\r\n"},
 		{[]string{"COMMAND", "LIST", "FILTERBY", "BOGUS", "x"}, "-ERR syntax error\r\n"},
 		{[]string{"COMMAND", "LIST", "x"}, "-ERR syntax error\r\n"},
@@ -168,12 +169,12 @@ func TestCommandSubcommands(t *testing.T) {
 	}
 	// Containers list their subcommands as COMMAND entries.
 	info := c.do("COMMAND", "INFO", "memory")
-	want := "*1\r\n*10\r\n$6\r\nmemory\r\n:-2\r\n*0\r\n:0\r\n:0\r\n:0\r\n*0\r\n*0\r\n*0\r\n*2\r\n*10\r\n$11\r\nmemory|help\r\n"
+	want := "*1\r\n*10\r\n$6\r\nmemory\r\n:-2\r\n*0\r\n:0\r\n:0\r\n:0\r\n*1\r\n+@slow\r\n*0\r\n*0\r\n*2\r\n*10\r\n$11\r\nmemory|help\r\n"
 	if !strings.HasPrefix(info, want) {
 		t.Errorf("COMMAND INFO memory: %q", info)
 	}
 	c.do("HELLO", "3")
-	if got := c.do("COMMAND", "INFO", "bf.card"); got != "*1\r\n*10\r\n$7\r\nbf.card\r\n:2\r\n~2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n~0\r\n*0\r\n*0\r\n~0\r\n" {
+	if got := c.do("COMMAND", "INFO", "bf.card"); got != "*1\r\n*10\r\n$7\r\nbf.card\r\n:2\r\n~2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n~3\r\n+@read\r\n+@fast\r\n+@bloom\r\n*0\r\n*0\r\n~0\r\n" {
 		t.Errorf("COMMAND INFO in RESP3: %q", got)
 	}
 }

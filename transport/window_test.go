@@ -54,7 +54,8 @@ func TestWindowReserveParsing(t *testing.T) {
 	}
 	for line, want := range map[string]string{
 		"BF.RESERVE k 0.01 1000 WINDOW":                "ERR wrong number of arguments for 'BF.RESERVE' command",
-		"BF.RESERVE k 0.01 1000 WINDOW 7x":             "ERR bad window",
+		"BF.RESERVE k 0.01 1000 WINDOW 7x":             errBadWindow,
+		"CF.RESERVE k 1000 WINDOW 1.5d":                errBadWindow,
 		"BF.RESERVE k 0.01 1000 WINDOW 0ms":            "ERR window must be in the range [1ms, 3650d]",
 		"BF.RESERVE k 0.01 1000 WINDOW 3651d":          "ERR window must be in the range [1ms, 3650d]",
 		"BF.RESERVE k 0.01 1000 LAST 0":                "ERR window count must be in the range [1, 1073741824]",
@@ -222,4 +223,18 @@ func flat(v any) []any {
 		return out
 	}
 	return nil
+}
+
+// TestBadWindowListsTheUnits is issue 29's point 6: the answer to a window
+// that does not parse keeps RedisBloom-style "ERR bad window" at its start and
+// lists the units a duration takes.
+func TestBadWindowListsTheUnits(t *testing.T) {
+	s := mustNewParser(t, Config{})
+	for _, line := range []string{"BF.RESERVE k 0.01 1000 WINDOW 7x", "BF.RESERVE k 0.01 1000 WINDOW 7days", "CF.RESERVE k 1000 WINDOW -1s"} {
+		_, err := parseLine(s, line)
+		if err == nil || !strings.HasPrefix(err.Error(), "ERR bad window") ||
+			!strings.Contains(err.Error(), "ms, s, m, h or d") || !strings.Contains(err.Error(), "a bare number is seconds") {
+			t.Errorf("%s: %v", line, err)
+		}
+	}
 }

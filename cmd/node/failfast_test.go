@@ -203,6 +203,8 @@ func TestFlagMistakesFailFast(t *testing.T) {
 		{[]string{"ROOKERY_MAX_MEMORY=10"}, nil, "--max-memory 10: want a size"},
 		{[]string{"ROOKERY_MAX_MEMROY=1gb"}, nil,
 			"rookery: unknown environment variable ROOKERY_MAX_MEMROY; did you mean ROOKERY_MAX_MEMORY (--max-memory)?\n"},
+		{nil, []string{"--aclfile", badACLFile(t)}, ":2: Error in applying operation '+nosuchcmd': Unknown command or category name in ACL"},
+		{nil, []string{"--aclfile", "/nonexistent/users.acl"}, "--aclfile: open /nonexistent/users.acl: no such file or directory"},
 	} {
 		code, out, _ := runQuick(t, c.env, append([]string{"--dev"}, c.args...)...)
 		if code == 0 || !strings.Contains(out, c.want) || strings.Count(out, "\n") != 1 {
@@ -254,4 +256,13 @@ func TestVersionAndHelp(t *testing.T) {
 	if code != 0 || out2 != help {
 		t.Errorf("--dev -h: exit %d, output differs from -h:\n%s", code, out2)
 	}
+}
+
+// badACLFile is an aclfile whose second line names no command.
+func badACLFile(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "users.acl")
+	if err := os.WriteFile(p, []byte("user ok on >pw ~* +@all\nuser bad on +nosuchcmd\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -56,6 +56,8 @@ func TestFlagErrorsSayWhatToDo(t *testing.T) {
 		{nil, []string{"--max-items", "many"}, "--max-items many: want a whole number"},
 		{nil, []string{"--dev=maybe"}, "--dev maybe: want true or false"},
 		{nil, []string{"--password", "x"}, "unknown flag --password: it is a flag of the tools"},
+		{nil, []string{"--user", "x"}, "unknown flag --user: it is a flag of the tools (rookery members, status, wait, raft, snapshot, import, migrate), not of a node: a node's users are made with ACL SETUSER"},
+		{[]string{"ROOKERY_USER=x"}, []string{"--dev"}, "environment variable ROOKERY_USER is read by the tools"},
 		{nil, []string{"--dev", "--election-timeout"}, "--election-timeout needs a duration, such as 5s or 500ms"},
 		{[]string{"ROOKERY_ELECTION_TIMEOUT=5"}, []string{"--dev"}, "ROOKERY_ELECTION_TIMEOUT=5: a duration needs a unit, such as 5s or 500ms"},
 	} {
@@ -128,4 +130,73 @@ func FuzzFlagErrors(f *testing.F) {
 			t.Errorf("%q: %q names no flag", args, msg)
 		}
 	})
+}
+
+// TestDidYouMeanCommands is issue 29's point 6: a mistyped command or
+// subcommand gets the one meant, and --json, which no tool takes, points at
+// --format json where a tool has --format.
+func TestDidYouMeanCommands(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"membrs"}, `rookery: unknown command "membrs"; did you mean members?`},
+		{[]string{"snapshto", "save", "x"}, `unknown command "snapshto"; did you mean snapshot?`},
+		{[]string{"raft", "list-peer"}, `rookery raft: unknown command "list-peer"; did you mean list-peers?`},
+		{[]string{"snapshot", "sav", "x"}, `rookery snapshot sav: unknown command "sav"; did you mean save?`},
+		{[]string{"tls", "inti"}, `rookery tls: unknown command "inti"; did you mean init?`},
+		{[]string{"node", "drian", "n1"}, `rookery node: unknown command "drian"; did you mean drain?`},
+		{[]string{"members", "--json"}, "unknown flag --json; did you mean --format json?"},
+		{[]string{"status", "--json"}, "unknown flag --json; did you mean --format json?"},
+		{[]string{"shards", "--jsno"}, "unknown flag --jsno"},
+		{[]string{"import", "--key", "k", "--json"}, "unknown flag --json"},
+		{[]string{"import", "--key", "k", "--chunks", "10"}, "unknown flag --chunks; did you mean --chunk?"},
+		{[]string{"snapshot", "save", "--stael", "x"}, "unknown flag --stael; did you mean --stale?"},
+	} {
+		code, _, errOut := runBin(t, nil, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("rookery %v: exit %d, want 2 and %q in:\n%s", c.args, code, c.want, errOut)
+		}
+		if strings.Contains(errOut, "flag provided but not defined") {
+			t.Errorf("rookery %v: the flag package's own words remain:\n%s", c.args, errOut)
+		}
+	}
+	// Nothing near: no guess.
+	if _, _, errOut := runBin(t, nil, "frobnicate"); !strings.Contains(errOut, `unknown command "frobnicate"`) || strings.Contains(errOut, "did you mean") {
+		t.Errorf("rookery frobnicate:\n%s", errOut)
+	}
+}
+
+// TestZeroShardsAndReplicasRefused is issue 29's point 6: --shards 0 and
+// --replicas 0 (or ROOKERY_SHARDS=0, ROOKERY_REPLICAS=0) are refused with
+// what they take, instead of silently meaning one group or 3 replicas; an
+// empty ROOKERY_SHARDS, as compose writes for one left empty in .env, is
+// as if unset.
+func TestZeroShardsAndReplicasRefused(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"--dev", "--shards", "0"}, "--shards 0: want 1 to 16384 shards; leave --shards out for a cluster of one group on every node"},
+		{nil, []string{"--dev", "--shards", "4", "--replicas", "0"}, "--replicas 0: want 1 to 15 replicas of each shard; leave --replicas out for the default, 3"},
+		{[]string{"ROOKERY_SHARDS=0"}, []string{"--dev"}, "ROOKERY_SHARDS=0: want 1 to 16384 shards; leave ROOKERY_SHARDS unset (or empty)"},
+		{[]string{"ROOKERY_REPLICAS=0"}, []string{"--dev", "--shards", "2"}, "ROOKERY_REPLICAS=0: want 1 to 15 replicas"},
+	} {
+		code, _, errOut := runBin(t, c.env, c.args...)
+		if code != 1 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v %v: exit %d, want 1 and %q in:\n%s", c.env, c.args, code, c.want, errOut)
+		}
+	}
+	env := func(m map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	o, err := parseOptions([]string{"--dev"}, env(map[string]string{"ROOKERY_SHARDS": "", "ROOKERY_REPLICAS": " "}), io.Discard)
+	if err != nil || o.shards != 0 || o.replicas != 0 {
+		t.Errorf("empty ROOKERY_SHARDS and ROOKERY_REPLICAS: %+v, %v", o, err)
+	}
+	o, err = parseOptions([]string{"--dev", "--shards", "3"}, env(nil), io.Discard)
+	if err != nil || o.shards != 3 || o.replicas != 0 {
+		t.Errorf("--shards 3: %v", err)
+	}
 }

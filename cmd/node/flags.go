@@ -13,8 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rookerydb/rookery/cluster"
 	"github.com/rookerydb/rookery/cmd/node/internal/flagerr"
 	"github.com/rookerydb/rookery/internal/mutant"
+	"github.com/rookerydb/rookery/internal/slot"
 	"github.com/rookerydb/rookery/transport"
 )
 
@@ -38,6 +40,7 @@ type options struct {
 	join             string
 	maxMemory        string
 	requirePass      string
+	aclFile          string
 	logLevel         string
 	dev              bool
 
@@ -93,10 +96,11 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.gossipKey, "gossip-key", "", "base64 key (16, 24 or 32 bytes) encrypting gossip; members without it cannot join")
 	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 0, "wait for this many members, then bootstrap the cluster with them (1: a single node)")
 	fs.StringVar(&o.join, "join", "", "gossip addresses of existing members, host:port[,host:port]")
-	fs.IntVar(&o.shards, "shards", 0, "split the keys over this many shards, each its own Raft group (chosen when the cluster bootstraps; 0: one group on every node)")
-	fs.IntVar(&o.replicas, "replicas", 0, "replicas of each shard, with --shards (default 3, or fewer while fewer nodes exist)")
+	fs.IntVar(&o.shards, "shards", 0, "split the keys over this many shards (1 to 16384), each its own Raft group (chosen when the cluster bootstraps; left out: one group on every node)")
+	fs.IntVar(&o.replicas, "replicas", 0, "replicas of each shard (1 to 15), with --shards (left out: 3, or fewer while fewer nodes exist)")
 	fs.StringVar(&o.maxMemory, "max-memory", "auto", "cap on the memory all filters may take, e.g. 4gb; auto: half of the machine's memory; 0: no cap")
 	fs.StringVar(&o.requirePass, "requirepass", "", "password RESP clients must give with AUTH or HELLO AUTH")
+	fs.StringVar(&o.aclFile, "aclfile", "", "users in Redis's ACL file format, loaded into a cluster that has never set users (ACL SETUSER changes them after)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.dev, "dev", false, "a single node with its data in a temporary directory (implies --bootstrap-expect 1)")
 	fs.DurationVar(&o.deadServerTimeout, "dead-server-timeout", time.Hour, "remove a member dead this long, if a healthy quorum remains")
@@ -161,18 +165,26 @@ func parseOptions(args []string, env func(string) (string, bool), out io.Writer)
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var errs []error
+	from := map[string]string{} // where each flag given came from, for messages
 	fs.VisitAll(func(f *flag.Flag) {
 		if set[f.Name] {
+			from[f.Name] = "--" + f.Name
 			return
 		}
 		name := envName(f.Name)
-		if v, ok := env(name); ok {
+		// An empty variable is as if unset: compose writes one for a
+		// setting left empty in .env (ROOKERY_SHARDS).
+		if v, ok := env(name); ok && strings.TrimSpace(v) != "" {
+			from[f.Name] = name
 			if err := fs.Set(f.Name, v); err != nil {
 				errs = append(errs, flagerr.EnvValueError(name, v, err))
 			}
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := checkShardFlags(o, from); err != nil {
 		return nil, err
 	}
 	if o.dev {
@@ -226,6 +238,32 @@ func (o *options) check() error {
 	}
 	if o.filterLayout != transport.LayoutRookery && o.filterLayout != transport.LayoutRedisBloom {
 		return fmt.Errorf("--filter-layout must be %s or %s, got %q", transport.LayoutRookery, transport.LayoutRedisBloom, o.filterLayout)
+	}
+	return nil
+}
+
+// checkShardFlags refuses --shards 0 and --replicas 0 given explicitly
+// (issue 29): left out, --shards means one group on every node and
+// --replicas 3, but a 0 written out was taken for those without a word, and
+// it reads as "none" or "automatic" as often.
+func checkShardFlags(o *options, from map[string]string) error {
+	say := func(name string) string {
+		if f := from[name]; strings.HasPrefix(f, "ROOKERY_") {
+			return f + "=0"
+		}
+		return "--" + name + " 0"
+	}
+	unset := func(name string) string {
+		if f := from[name]; strings.HasPrefix(f, "ROOKERY_") {
+			return "leave " + f + " unset (or empty)"
+		}
+		return "leave --" + name + " out"
+	}
+	switch {
+	case from["shards"] != "" && o.shards == 0:
+		return fmt.Errorf("%s: want 1 to %d shards; %s for a cluster of one group on every node", say("shards"), slot.Count, unset("shards"))
+	case from["replicas"] != "" && o.replicas == 0:
+		return fmt.Errorf("%s: want 1 to 15 replicas of each shard; %s for the default, %d", say("replicas"), unset("replicas"), cluster.DefaultReplicas)
 	}
 	return nil
 }
@@ -341,6 +379,7 @@ var knownEnv = map[string]bool{
 // refuses them as it refuses any ROOKERY_ variable that names none of its
 // flags, but says what they are for and what the node takes instead.
 var toolEnv = map[string]string{
+	"ROOKERY_USER":     "user",
 	"ROOKERY_PASSWORD": "password",
 	"ROOKERY_CACERT":   "cacert",
 	"ROOKERY_ADDR":     "addr",
@@ -413,13 +452,14 @@ func checkEnviron(fs *flag.FlagSet, env []string) error {
 // what the node takes instead. A user who guesses one (--password,
 // ROOKERY_PASSWORD) gets this, never the nearest spelling.
 var toolOnly = map[string]string{
+	"user":     "a node's users are made with ACL SETUSER over RESP, or read at the cluster's start from --aclfile (ROOKERY_ACLFILE)",
 	"password": "a node's password is --requirepass (ROOKERY_REQUIREPASS)",
 	"cacert":   "a node's CA is --tls-ca (ROOKERY_TLS_CA)",
 	"addr":     "a node listens on --resp-addr, --http-addr, --raft-addr and --gossip-addr (ROOKERY_RESP_ADDR, ...)",
 }
 
 // toolNames are the tools that read toolOnly's flags and variables.
-const toolNames = "the tools (rookery members, status, wait, raft, snapshot, import)"
+const toolNames = "the tools (rookery members, status, wait, raft, snapshot, import, migrate)"
 
 // toolFlagError is the error of a tool's flag given to a node, nil for any
 // other flag.

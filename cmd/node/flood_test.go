@@ -2,14 +2,20 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -169,4 +175,156 @@ func raiseOpenFiles(t *testing.T, n uint64) {
 		t.Skipf("needs %d open files; the limit is %d (hard %d): %v", n, old.Cur, old.Max, err)
 	}
 	t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
+}
+
+// TestRaftPortFloodDuringRestart is the lock-out the Raft port's pools of
+// pending slots prevent (cluster/DESIGN.md, "Half-open connections"): half-open
+// connections from eight loopback addresses (127.0.0.2 … 127.0.0.9, sixteen
+// each, as many as the one shared pool of 128 once held), each dialled again
+// as soon as the node closes it, on one node's Raft port while that node
+// restarts. Its peers, at 127.0.0.1, are members it knows from its members
+// file: the node is ready, answers a linearizable read and takes a write
+// within 5 s of its start.
+//
+// The issue's flood lasts 25 s. This one starts half a second before the node
+// stops and lasts until the node has served (at most 5 s after its start),
+// which spans the restart and the bound, and keeps the test short.
+func TestRaftPortFloodDuringRestart(t *testing.T) {
+	dir := t.TempDir()
+	certDir := filepath.Join(dir, "certs")
+	if err := nodeproc.MakeCerts(bin(t), certDir, "n1", "n2", "n3"); err != nil {
+		t.Fatal(err)
+	}
+	sec := nodeproc.Security{CertDir: certDir, GossipKey: base64.StdEncoding.EncodeToString([]byte("0123456789abcdef"))}
+	c, err := nodeproc.StartSecureCluster(bin(t), filepath.Join(dir, "data"), 3, sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	lc := &localCluster{Cluster: c, t: t}
+	target := lc.followers()[0]
+	if err := client(t, target.RESP, 2).Do(bg(), "BF.ADD", "users", "before").Err(); err != nil {
+		t.Fatalf("BF.ADD before the flood: %v", err)
+	}
+
+	fl := startRaftFlood(t, target.Raft, 16)
+	time.Sleep(500 * time.Millisecond) // the flood holds every stranger's slot
+	if err := target.Stop(syscall.SIGTERM, 20*time.Second); err != nil && target.Alive() {
+		t.Fatalf("%s did not stop: %v", target.ID, err)
+	}
+	start := time.Now()
+	if err := target.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	const within = 5 * time.Second
+	if err := target.WaitReady(within - time.Since(start)); err != nil {
+		t.Fatalf("restarted under a flood of the raft port: %v\n%s", err, target.Logs())
+	}
+	ready := time.Since(start)
+	rc := client(t, target.RESP, 2)
+	ctx, cancel := context.WithDeadline(bg(), start.Add(within))
+	defer cancel()
+	if ok, err := rc.Do(ctx, "BF.EXISTS", "users", "before").Bool(); err != nil || !ok {
+		t.Fatalf("linearizable read %v after the start: %v %v", time.Since(start), ok, err)
+	}
+	if err := rc.Do(ctx, "BF.ADD", "users", "after").Err(); err != nil {
+		t.Fatalf("write %v after the start: %v", time.Since(start), err)
+	}
+	served := time.Since(start)
+	dials, closed := fl.stop()
+	t.Logf("under the flood (%d half-open connections dialled, %d closed by the node): ready %v, read and write served %v after the start",
+		dials, closed, ready.Round(time.Millisecond), served.Round(time.Millisecond))
+	if closed == 0 {
+		t.Fatal("the node closed none of the flood's connections: no flood reached it")
+	}
+	if v := strangersRefused(t, target); v == 0 {
+		t.Fatal("the node counted no stranger refused for want of a slot")
+	}
+}
+
+// raftFlood keeps half-open connections open to a Raft port from 127.0.0.2
+// … 127.0.0.9.
+type raftFlood struct {
+	cancel        context.CancelFunc
+	wg            sync.WaitGroup
+	dials, closed atomic.Int64
+}
+
+// startRaftFlood opens perAddr connections from each of eight loopback
+// addresses to addr that send nothing; each is dialled again 20 ms after the
+// node closes it (or while the node is down, refuses it).
+func startRaftFlood(t *testing.T, addr string, perAddr int) *raftFlood {
+	ctx, cancel := context.WithCancel(bg())
+	f := &raftFlood{cancel: cancel}
+	t.Cleanup(func() { f.stop() })
+	for i := 2; i <= 9; i++ {
+		d := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(i))}}
+		if c, err := d.Dial("tcp", addr); err != nil {
+			f.stop()
+			t.Skipf("cannot dial from 127.0.0.%d here: %v", i, err)
+		} else {
+			c.Close()
+		}
+		for range perAddr {
+			f.wg.Add(1)
+			go func() {
+				defer f.wg.Done()
+				for ctx.Err() == nil {
+					c, err := d.DialContext(ctx, "tcp", addr)
+					if err == nil {
+						f.dials.Add(1)
+						if waitClosed(ctx, c) {
+							f.closed.Add(1)
+						}
+						c.Close()
+					}
+					select {
+					case <-time.After(20 * time.Millisecond):
+					case <-ctx.Done():
+					}
+				}
+			}()
+		}
+	}
+	return f
+}
+
+// waitClosed waits, sending nothing, until the node closes c (true) or ctx
+// ends (false).
+func waitClosed(ctx context.Context, c net.Conn) bool {
+	b := make([]byte, 1)
+	for ctx.Err() == nil {
+		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := c.Read(b); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// stop ends the flood and returns how many connections it dialled and how
+// many of them the node closed.
+func (f *raftFlood) stop() (dials, closed int64) {
+	f.cancel()
+	f.wg.Wait()
+	return f.dials.Load(), f.closed.Load()
+}
+
+var strangersRefusedRE = regexp.MustCompile(`(?m)^rookery_peer_connections_pending_refused_total\{from="stranger"\} (\d+)$`)
+
+// strangersRefused is how many connections from strangers' addresses node m
+// closed for want of a pending slot since it started.
+func strangersRefused(t *testing.T, m *nodeproc.Member) int {
+	t.Helper()
+	b := metricsOf(t, m)
+	g := strangersRefusedRE.FindSubmatch(b)
+	if g == nil {
+		t.Fatalf("no strangers' refusals in /metrics:\n%s", b)
+	}
+	v, _ := strconv.Atoi(string(g[1]))
+	return v
 }

@@ -21,7 +21,7 @@ var flagGroups = []struct {
 	{"Filters", []string{"filter-layout"}},
 	{"Limits", []string{"max-memory", "max-item-size", "max-items", "max-capacity", "max-clients",
 		"max-request-size", "max-request-buffer", "auth-timeout", "timeout"}},
-	{"Security", []string{"requirepass", "gossip-key", "tls-ca", "tls-cert", "tls-key", "resp-tls", "http-tls",
+	{"Security", []string{"requirepass", "aclfile", "gossip-key", "tls-ca", "tls-cert", "tls-key", "resp-tls", "http-tls",
 		"tls-client-auth", "insecure", "metrics-public"}},
 	{"Tuning", []string{"heartbeat-timeout", "election-timeout", "leader-lease-timeout", "commit-timeout",
 		"snapshot-threshold", "snapshot-interval", "trailing-logs", "apply-timeout"}},

@@ -158,7 +158,7 @@ func TestImportInputs(t *testing.T) {
 	la := writeKeys(t, a, 0, 3000, 100, true)
 	lb := writeKeys(t, b, 3000, 6000, 0, false)
 
-	code, out, errOut := runImport(t, nil, "--addr", p.RESP, "--key", "users", a, b)
+	code, out, errOut := runImport(t, nil, "--addr", p.HTTP, "--key", "users", a, b)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
@@ -174,21 +174,21 @@ func TestImportInputs(t *testing.T) {
 		t.Errorf("BF.INFO items %d", n)
 	}
 	// The same keys again: all duplicates.
-	code, out, _ = runImport(t, nil, "--addr", p.RESP, "--key", "users", b)
+	code, out, _ = runImport(t, nil, "--addr", p.HTTP, "--key", "users", b)
 	if keys, added := summaryKeys(t, out); code != 0 || keys != 3000 || added != 0 || !strings.Contains(out, "3000 duplicates") {
 		t.Errorf("loading again: exit %d %q", code, out)
 	}
 
 	// Standard input, and a skip that ends in the second file: line la+10 of
 	// the stream is the 10th line of b, key 3009.
-	code, out, errOut = runImport(t, strings.NewReader("s1\n\ns2\r\ns3"), "--addr", p.RESP, "--key", "stdin", "--kind", "cf", "--nx")
+	code, out, errOut = runImport(t, strings.NewReader("s1\n\ns2\r\ns3"), "--resp", p.RESP, "--key", "stdin", "--kind", "cf", "--nx")
 	if keys, added := summaryKeys(t, out); code != 0 || keys != 3 || added != 3 {
 		t.Errorf("stdin: exit %d\n%s%s", code, out, errOut)
 	}
 	if r := c.Do(bg(), "CF.MEXISTS", "stdin", "s1", "s2", "s3", "").String(); r != "CF.MEXISTS stdin s1 s2 s3 : [1 1 1 0]" {
 		t.Errorf("stdin keys: %s", r)
 	}
-	code, out, errOut = runImport(t, nil, "--addr", p.RESP, "--key", "skipped", "--skip", strconv.Itoa(la+10), a, "-", b)
+	code, out, errOut = runImport(t, nil, "--addr", p.HTTP, "--key", "skipped", "--skip", strconv.Itoa(la+10), a, "-", b)
 	if code != 0 {
 		t.Fatalf("--skip across files: exit %d\n%s%s", code, out, errOut)
 	}
@@ -210,7 +210,7 @@ func TestImportKinds(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "keys")
 	writeKeys(t, file, 0, 2000, 0, false)
 
-	code, out, errOut := runImport(t, nil, "--addr", p.RESP, "--key", "counts", "--kind", "cbf",
+	code, out, errOut := runImport(t, nil, "--addr", p.HTTP, "--key", "counts", "--kind", "cbf",
 		"--error-rate", "0.001", "--capacity", "5000", file)
 	if code != 0 || !strings.Contains(errOut, `created counting Bloom filter "counts": error rate 0.001, capacity 5000`) {
 		t.Fatalf("cbf: exit %d\n%s%s", code, out, errOut)
@@ -225,7 +225,7 @@ func TestImportKinds(t *testing.T) {
 	}
 
 	// Created with room for the input: 1.6 times its lines.
-	code, out, errOut = runImport(t, nil, "--addr", p.RESP, "--key", "coupons", "--kind", "cf", file)
+	code, out, errOut = runImport(t, nil, "--addr", p.HTTP, "--key", "coupons", "--kind", "cf", file)
 	if code != 0 || !strings.Contains(errOut, `created cuckoo filter "coupons": capacity 3200 (1.6x the input's line count)`) {
 		t.Fatalf("cf: exit %d\n%s%s", code, out, errOut)
 	}
@@ -234,14 +234,14 @@ func TestImportKinds(t *testing.T) {
 	}
 	// Again, into the existing filter: every key a second copy (CF.INSERT),
 	// or none (--nx); other parameters are reported and not applied.
-	code, out, errOut = runImport(t, nil, "--addr", p.RESP, "--key", "coupons", "--kind", "cf", "--nx",
+	code, out, errOut = runImport(t, nil, "--addr", p.HTTP, "--key", "coupons", "--kind", "cf", "--nx",
 		"--capacity", "9999", "--error-rate", "0.2", file)
 	if code != 0 || !strings.Contains(out, "0 new, 2000 there already") ||
 		!strings.Contains(errOut, `loading into the existing cuckoo filter "coupons"`) ||
 		!strings.Contains(errOut, `--capacity 9999 applies only to a filter this creates; "coupons" keeps its capacity`) {
 		t.Errorf("cf --nx into the existing filter: exit %d\n%s%s", code, out, errOut)
 	}
-	code, out, _ = runImport(t, nil, "--addr", p.RESP, "--key", "coupons", "--kind", "cf", file)
+	code, out, _ = runImport(t, nil, "--addr", p.HTTP, "--key", "coupons", "--kind", "cf", file)
 	if n := infoInt64(t, c, "CF", "coupons", "Number of items inserted"); code != 0 || n != 4000 ||
 		c.Do(bg(), "CF.COUNT", "coupons", importKey(5)).Val() != int64(2) {
 		t.Errorf("cf twice: exit %d, %d items\n%s", code, n, out)
@@ -249,7 +249,7 @@ func TestImportKinds(t *testing.T) {
 
 	// Another kind: refused, nothing added.
 	for _, kind := range []string{"bf", "cbf"} {
-		code, out, errOut = runImport(t, nil, "--addr", p.RESP, "--key", "coupons", "--kind", kind, file)
+		code, out, errOut = runImport(t, nil, "--addr", p.HTTP, "--key", "coupons", "--kind", kind, file)
 		if code != 1 || !strings.Contains(errOut, `key "coupons" holds a cuckoo filter (MBbloomCF; --kind cf)`) || out != "" {
 			t.Errorf("--kind %s on a cuckoo filter: exit %d\n%s%s", kind, code, out, errOut)
 		}
@@ -264,7 +264,7 @@ func TestImportKinds(t *testing.T) {
 	if err := c.Do(bg(), "CF.RESERVE", "small", 600, "EXPANSION", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut = runImport(t, nil, "--addr", p.RESP, "--key", "small", "--kind", "cf", "--chunk", "100", "--inflight", "1", file)
+	code, out, errOut = runImport(t, nil, "--addr", p.HTTP, "--key", "small", "--kind", "cf", "--chunk", "100", "--inflight", "1", file)
 	m := resumeLine.FindStringSubmatch(errOut)
 	if code != 1 || m == nil || !strings.Contains(errOut, "stopped by an error") || !strings.Contains(errOut, "no room") ||
 		!strings.Contains(errOut, "some keys after it were (or may have been) added too") {
@@ -293,7 +293,10 @@ func TestImportErrors(t *testing.T) {
 		{[]string{"--key", "k", "--nx", file}, "--nx is for cuckoo filters"},
 		{[]string{"--key", "k", "--addr", "nowhere", file}, `--addr "nowhere"`},
 		{[]string{"--key", "k", "--cert", "c.pem", file}, "--cert and --cert-key go together"},
-		{[]string{"--key", "k", "--bogus", file}, "flag provided but not defined: -bogus"},
+		{[]string{"--key", "k", "--bogus", file}, "unknown flag --bogus"},
+		{[]string{"--key", "k", "--adr", "127.0.0.1:6480", file}, "unknown flag --adr; did you mean --addr?"},
+		{[]string{"--key", "k", "--addr", "redis://127.0.0.1:6479", file}, "a redis:// URL is a RESP address: give it with --resp"},
+		{[]string{"--key", "k", "--addr", "127.0.0.1:6480", "--resp", "127.0.0.1:6479", file}, "--addr and --resp both name the cluster"},
 	} {
 		code, out, errOut := runImport(t, nil, tc.args...)
 		if code != 2 || !strings.Contains(errOut, tc.want) || out != "" {
@@ -313,22 +316,22 @@ func TestImportErrors(t *testing.T) {
 	}
 
 	p := devNode(t, t.TempDir(), "--requirepass", "s3cret")
-	code, _, errOut = runImport(t, nil, "--addr", p.RESP, "--key", "k", "--password", "wrong", file)
+	code, _, errOut = runImport(t, nil, "--addr", p.HTTP, "--key", "k", "--password", "wrong", file)
 	if code != 1 || !strings.Contains(errOut, "cannot reach the cluster") || !strings.Contains(strings.ToLower(errOut), "pass") {
 		t.Errorf("wrong password: exit %d\n%s", code, errOut)
 	}
-	code, out, errOut := runImport(t, nil, "--addr", p.RESP, "--key", "k", "--password", "s3cret", file)
+	code, out, errOut := runImport(t, nil, "--addr", p.HTTP, "--key", "k", "--password", "s3cret", file)
 	if code != 0 || !strings.Contains(out, "imported 10 keys") {
 		t.Errorf("right password: exit %d\n%s%s", code, out, errOut)
 	}
 }
 
-var resumeLine = regexp.MustCompile(`to resume, run the same command with --skip (\d+)`)
+var resumeLine = regexp.MustCompile(`to resume, run the same command with --skip (\d+):\n  (.*)\n`)
 
 // interruptImport starts `rookery import` with args, sends it sig once it has
 // loaded some keys, checks that it stops as documented, and returns the line
-// it says to resume from.
-func interruptImport(t *testing.T, sig syscall.Signal, args ...string) int {
+// it says to resume from and the command it prints to resume.
+func interruptImport(t *testing.T, sig syscall.Signal, args ...string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(bin(t), append([]string{"import", "--progress", "log", "--log-every", "50ms"}, args...)...)
 	var out strings.Builder
@@ -364,14 +367,17 @@ func interruptImport(t *testing.T, sig syscall.Signal, args ...string) int {
 		t.Fatalf("no resume line:\n%s%s", out.String(), log.String())
 	}
 	// Said once (issue 19, point 9): not again on stdout.
-	if n := strings.Count(out.String()+log.String(), "--skip"); n != 1 {
+	if n := strings.Count(out.String()+log.String(), "to resume"); n != 1 {
 		t.Errorf("the line to resume from is given %d times:\n%s%s", n, out.String(), log.String())
 	}
 	skip, _ := strconv.Atoi(m[1])
 	if skip == 0 {
 		t.Fatalf("interrupted before any key was acknowledged:\n%s%s", out.String(), log.String())
 	}
-	return skip
+	if want := bin(t) + " import "; !strings.HasPrefix(m[2], want) || !strings.HasSuffix(m[2], " --skip "+m[1]) {
+		t.Errorf("the command to resume is %q: want %q..., ending in --skip %s", m[2], want, m[1])
+	}
+	return skip, m[2]
 }
 
 // TestImportSIGTERM: SIGTERM stops an import as SIGINT does; resuming from the
@@ -386,13 +392,14 @@ func TestImportSIGTERM(t *testing.T) {
 	if err := c.Do(bg(), "CBF.RESERVE", "counts", "0.0001", keys, "COUNTERBITS", "8").Err(); err != nil {
 		t.Fatal(err)
 	}
-	skip := interruptImport(t, syscall.SIGTERM, "--addr", p.RESP, "--key", "counts", "--kind", "cbf", "--chunk", "1000", file)
+	skip, resume := interruptImport(t, syscall.SIGTERM, "--addr", p.HTTP, "--key", "counts", "--kind", "cbf", "--chunk", "1000", file)
 	if n := infoInt64(t, c, "CBF", "counts", "Number of items inserted"); n != int64(skip) {
 		t.Errorf("after SIGTERM at line %d: %d items", skip, n)
 	}
-	code, out, errOut := runImport(t, nil, "--addr", p.RESP, "--key", "counts", "--kind", "cbf", "--skip", strconv.Itoa(skip), file)
-	if code != 0 || infoInt64(t, c, "CBF", "counts", "Number of items inserted") != keys {
-		t.Fatalf("resumed: exit %d\n%s%s", code, out, errOut)
+	// The command it printed, pasted into a shell, finishes the import.
+	out, err := exec.Command("bash", "-c", resume).CombinedOutput()
+	if err != nil || infoInt64(t, c, "CBF", "counts", "Number of items inserted") != keys {
+		t.Fatalf("resumed with %q: %v\n%s", resume, err, out)
 	}
 	for _, i := range []int{0, skip - 1, skip, keys - 1} {
 		if n, err := c.Do(bg(), "CBF.COUNT", "counts", importKey(i)).Int64(); err != nil || n != 1 {
@@ -414,7 +421,7 @@ func TestImportResume(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "keys.txt")
 	lines := writeKeys(t, file, 0, keys, 1000, false)
 
-	skip := interruptImport(t, syscall.SIGINT, "--addr", follower.RESP, "--key", "resumed", "--kind", "cf",
+	skip, _ := interruptImport(t, syscall.SIGINT, "--addr", follower.HTTP, "--key", "resumed", "--kind", "cf",
 		"--capacity", "600000", "--chunk", "1000", "--inflight", "8", file)
 	if skip >= lines {
 		t.Fatalf("interrupted at line %d of %d: not part way", skip, lines)
@@ -424,11 +431,11 @@ func TestImportResume(t *testing.T) {
 		t.Errorf("after the interruption: %d items for %d lines", n, skip)
 	}
 
-	code, out2, errOut := runImport(t, nil, "--addr", follower.RESP, "--key", "resumed", "--kind", "cf", "--skip", strconv.Itoa(skip), file)
+	code, out2, errOut := runImport(t, nil, "--addr", follower.HTTP, "--key", "resumed", "--kind", "cf", "--skip", strconv.Itoa(skip), file)
 	if code != 0 {
 		t.Fatalf("resumed import: exit %d\n%s%s", code, out2, errOut)
 	}
-	code, out3, errOut := runImport(t, nil, "--addr", leader.RESP, "--key", "reference", "--kind", "cf", "--capacity", "600000", file)
+	code, out3, errOut := runImport(t, nil, "--resp", leader.RESP, "--key", "reference", "--kind", "cf", "--capacity", "600000", file)
 	if code != 0 {
 		t.Fatalf("reference import: exit %d\n%s%s", code, out3, errOut)
 	}
@@ -472,12 +479,12 @@ func TestImportTLS(t *testing.T) {
 	writeKeys(t, file, 0, 100, 0, false)
 	ca := filepath.Join(dir, "ca.pem")
 
-	code, out, errOut := runImport(t, nil, "--addr", p.RESP, "--key", "k", "--password", "s3cret", "--cacert", ca,
+	code, out, errOut := runImport(t, nil, "--addr", p.HTTP, "--key", "k", "--password", "s3cret", "--cacert", ca,
 		"--cert", filepath.Join(dir, "app.pem"), "--cert-key", filepath.Join(dir, "app-key.pem"), file)
 	if code != 0 || !strings.Contains(out, "imported 100 keys") {
 		t.Fatalf("with a client certificate: exit %d\n%s%s", code, out, errOut)
 	}
-	code, out, errOut = runImport(t, nil, "--addr", p.RESP, "--key", "k", "--password", "s3cret", "--cacert", ca, file)
+	code, out, errOut = runImport(t, nil, "--resp", p.RESP, "--key", "k", "--password", "s3cret", "--cacert", ca, file)
 	if code != 1 || !strings.Contains(errOut, "cannot reach the cluster") {
 		t.Errorf("without a client certificate: exit %d\n%s%s", code, out, errOut)
 	}
@@ -497,7 +504,7 @@ func TestImportSizesAndNotes(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "keys")
 	writeKeys(t, file, 0, keys, 0, false)
 
-	code, out, errOut := runImport(t, nil, "--addr", p.RESP, "--key", "cf", "--kind", "cf", file)
+	code, out, errOut := runImport(t, nil, "--addr", p.HTTP, "--key", "cf", "--kind", "cf", file)
 	if code != 0 || !strings.Contains(errOut, `(1.6x the input's lines, estimated from its size)`) {
 		t.Fatalf("cf: exit %d\n%s%s", code, out, errOut)
 	}
@@ -506,7 +513,7 @@ func TestImportSizesAndNotes(t *testing.T) {
 	}
 
 	for _, kind := range []string{"bf", "cbf"} {
-		args := []string{"--addr", p.RESP, "--key", kind, "--kind", kind, "--error-rate", "0.001", "--capacity", "30000", "--skip", "480000", file}
+		args := []string{"--addr", p.HTTP, "--key", kind, "--kind", kind, "--error-rate", "0.001", "--capacity", "30000", "--skip", "480000", file}
 		if code, out, errOut := runImport(t, nil, args...); code != 0 {
 			t.Fatalf("%s: exit %d\n%s%s", kind, code, out, errOut)
 		}
@@ -514,7 +521,7 @@ func TestImportSizesAndNotes(t *testing.T) {
 		if code != 0 || strings.Contains(errOut, "note:") {
 			t.Errorf("%s, the same command again: exit %d, want no note\n%s%s", kind, code, out, errOut)
 		}
-		code, out, errOut = runImport(t, nil, "--addr", p.RESP, "--key", kind, "--kind", kind, "--error-rate", "0.01", "--skip", "500000", file)
+		code, out, errOut = runImport(t, nil, "--addr", p.HTTP, "--key", kind, "--kind", kind, "--error-rate", "0.01", "--skip", "500000", file)
 		if want := `note: --error-rate 0.01 applies only to a filter this creates; "` + kind + `" keeps its error rate 0.001`; code != 0 || !strings.Contains(errOut, want) {
 			t.Errorf("%s, another rate: exit %d, want %q\n%s%s", kind, code, want, out, errOut)
 		}

@@ -66,7 +66,7 @@ func TestUpgradeFromBoltDataDirs(t *testing.T) {
 		p.restart()
 	}
 	for _, p := range nodes {
-		p.waitReady(30 * time.Second)
+		p.waitReady(60 * time.Second) // three nodes at once, on a loaded machine
 	}
 	checkBoltWrites(t, nodes)
 }

@@ -45,9 +45,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/rookerydb/rookery/cmd/node/internal/command"
+	"github.com/rookerydb/rookery/cmd/node/internal/flagerr"
 	"github.com/rookerydb/rookery/cmd/node/internal/importcmd"
 	"github.com/rookerydb/rookery/cmd/node/internal/migratecmd"
 	"github.com/rookerydb/rookery/cmd/node/internal/opscmd"
@@ -95,8 +97,15 @@ func helpCommand() command.Command {
 
 func main() {
 	if len(os.Args) > 1 {
-		if cmd, ok := commands().Lookup(os.Args[1]); ok {
+		cmds := commands()
+		if cmd, ok := cmds.Lookup(os.Args[1]); ok {
 			os.Exit(cmd.Run(os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr))
+		}
+		// The node takes only flags: a first word is a command mistyped.
+		if a := os.Args[1]; a != "" && !strings.HasPrefix(a, "-") {
+			fmt.Fprintf(os.Stderr, "rookery: %v\nRun 'rookery -h' for the commands and the node's flags.\n",
+				flagerr.UnknownCommand(a, cmds.Names()))
+			os.Exit(2)
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

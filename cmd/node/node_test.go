@@ -146,8 +146,8 @@ func TestFlagsFromEnvironment(t *testing.T) {
 	args := append([]string{"--id", "n1", "--data-dir", t.TempDir(), "--bootstrap-expect", "1"}, nodeproc.EphemeralAddrs()...)
 	p := startProc(t, []string{"ROOKERY_REQUIREPASS=s3cret", "ROOKERY_MAX_MEMORY=1mb"}, args...)
 	p.waitReady(10 * time.Second)
-	if err := p.client(2).Ping(bg()).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
-		t.Fatalf("PING without a password: %v", err)
+	if err := p.client(2).BFExists(bg(), "k", "v").Err(); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
+		t.Fatalf("BF.EXISTS without a password: %v", err)
 	}
 	c := redis.NewClient(&redis.Options{Addr: p.RESP, Password: "s3cret", MaxRetries: -1})
 	defer c.Close()

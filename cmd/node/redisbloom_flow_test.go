@@ -97,10 +97,17 @@ func TestRedisBloomCounterOverflowWithLargeNumberOfItems(t *testing.T) {
 	})
 }
 
+// loadBigChunks is how many random chunks the scandump_load_big tests load
+// into each layout's filter. RedisBloom's tests load 100; each of 1 KB to
+// 36 MB goes into the log as 1 MB pieces when it fits, so 100 wrote about
+// 1.8 GB per layout and took CI nearly two minutes a test. 25 go through
+// the same refusals and fits, at random positions, with the same seed.
+const loadBigChunks = 25
+
 // test_cuckoo.py, test_scandump_load_big: a cuckoo filter grown to a
-// sub-filter of 16 M buckets, then a hundred chunks of 1 KB to 36 MB of random
-// bytes loaded at random positions: each is taken or refused with "Couldn't
-// load chunk!".
+// sub-filter of 16 M buckets, then chunks of 1 KB to 36 MB of random bytes
+// loaded at random positions (loadBigChunks of them): each is taken or
+// refused with "Couldn't load chunk!".
 func TestRedisBloomCFScandumpLoadBig(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *redis.Client) {
 		ctx := context.Background()
@@ -110,7 +117,7 @@ func TestRedisBloomCFScandumpLoadBig(t *testing.T) {
 		must(t, c, "cf.reserve", "cf", 1024, "EXPANSION", 30000)
 		fillBig(t, c, "cf.insert", "cf")
 		size := infoSize(t, c, "CF.INFO", "cf")
-		for range 100 {
+		for range loadBigChunks {
 			b := randBytes(src, rnd, 1024, 36*1024*1024)
 			err := c.Do(ctx, "cf.loadchunk", "cf", randInt(rnd, 2, size), b).Err()
 			if err != nil && pyErr(err) != "Couldn't load chunk!" {
@@ -132,7 +139,7 @@ func TestRedisBloomBFScandumpLoadBig(t *testing.T) {
 		must(t, c, "bf.reserve", "bf", 0.01, 1024, "EXPANSION", 30000)
 		fillBig(t, c, "bf.insert", "bf")
 		size := infoSize(t, c, "BF.INFO", "bf")
-		for range 100 {
+		for range loadBigChunks {
 			b := randBytes(src, rnd, 1024, 36*1024*1024)
 			err := c.Do(ctx, "bf.loadchunk", "bf", randInt(rnd, 0, size), b).Err()
 			if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/rookerydb/rookery/cluster"
 	"github.com/rookerydb/rookery/cmd/node/internal/datadir"
 	"github.com/rookerydb/rookery/fsm"
+	"github.com/rookerydb/rookery/internal/acl"
 	"github.com/rookerydb/rookery/internal/certs"
 	"github.com/rookerydb/rookery/internal/gcpace"
 	"github.com/rookerydb/rookery/transport"
@@ -107,6 +108,12 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		return err
 	}
 	ccfg.Logger, ccfg.Registry = logger, reg
+	// The node's users: group 0's log holds them, every face checks them.
+	users, aclFile, err := o.users()
+	if err != nil {
+		return err
+	}
+	ccfg.Users, ccfg.RequirePass = users, o.requirePass
 	if certSrc != nil {
 		ccfg.PeerTLS = &cluster.PeerTLS{Server: certSrc.PeerServerConfig(), Client: certSrc.PeerClientConfig(), Local: certSrc.Leaf}
 	}
@@ -134,6 +141,9 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		return err
 	}
 	tcfg.Logger, tcfg.Registry, tcfg.Version = logger, reg, version
+	tcfg.Users = users
+	tcfg.ACLLog = acl.NewLog(acl.DefaultLogMax)  // one per node: ACL LOG shows HTTP's refusals beside RESP's
+	tcfg.AuthGuard = transport.NewAuthGuard(reg) // one per node: RESP and HTTP failures count together
 	tcfg.MaxMemory, tcfg.SystemMemory = ccfg.MaxMemory, totalMemory()
 	if faults != nil {
 		tcfg.Routes = faultRoutes(faults, self)
@@ -144,6 +154,9 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		return resp.ExecShard(ctx, rep, args, proto, stale)
 	})
 	web := transport.NewHTTP(tcfg, be)
+	if aclFile != nil {
+		go seedUsers(ctx, node, aclFile, o.aclFile, logger)
+	}
 	errc := make(chan error, 2)
 	go func() { errc <- resp.Serve(respServe) }()
 	go func() { errc <- web.Serve(httpServe) }()
@@ -191,6 +204,14 @@ var (
 
 func (b backend) Replica(s int) (transport.Replica, error) {
 	r, err := b.Node.Replica(s)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (b backend) UsersReplica() (transport.Replica, error) {
+	r, err := b.Node.UsersReplica()
 	if err != nil {
 		return nil, err
 	}

@@ -139,6 +139,16 @@ func TestToolsNameTheFlagThatFixesIt(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "--cacert FILE (or ROOKERY_CACERT)") || strings.Contains(errOut, "400 Bad Request") {
 		t.Errorf("members in plain http: exit %d\n%s", code, errOut)
 	}
+	// http:// written out, with the CA given (issue 29): write https://.
+	code, _, errOut = runToolEnv(t, nil, "members", "--addr", "http://"+p.HTTP, "--cacert", ca)
+	if code != 1 || !strings.Contains(errOut, "the address says http:// though --cacert is given: write https://"+p.HTTP) ||
+		strings.Contains(errOut, "give the cluster's CA") {
+		t.Errorf("members --addr http://... --cacert: exit %d\n%s", code, errOut)
+	}
+	code, _, errOut = runToolEnv(t, nil, "probe", "--cacert", ca, "http://"+p.HTTP+"/readyz")
+	if code != 1 || !strings.Contains(errOut, "write https://"+p.HTTP+" in the URL") {
+		t.Errorf("probe --cacert http://...: exit %d\n%s", code, errOut)
+	}
 	code, _, errOut = runToolEnv(t, nil, "wait", "--addr", p.HTTP, "--cacert", filepath.Join(otherDir, "ca.pem"), "--timeout", "60s")
 	if code != 1 || !strings.Contains(errOut, "not signed by the CA") || !strings.Contains(errOut, "--cacert (or ROOKERY_CACERT)") {
 		t.Errorf("wait with another CA: exit %d\n%s", code, errOut)
@@ -173,5 +183,22 @@ func TestToolsNameTheFlagThatFixesIt(t *testing.T) {
 	code, _, errOut = runToolEnv(t, []string{"ROOKERY_CACERT=" + ca}, "status", "--addr", q.HTTP)
 	if code != 1 || !strings.Contains(errOut, "plain http") || !strings.Contains(errOut, "leave out ROOKERY_CACERT") {
 		t.Errorf("https to a plain node: exit %d\n%s", code, errOut)
+	}
+}
+
+// TestSnapshotSaveNotesADeadNodeOnce is issue 29's "snapshot save prints
+// its retry line twice": with the first address down, save passes it over
+// and says so once, though it asks the cluster twice (its shards, then the
+// backup).
+func TestSnapshotSaveNotesADeadNodeOnce(t *testing.T) {
+	p := devNode(t, t.TempDir())
+	dead := deadAddr(t)
+	file := filepath.Join(t.TempDir(), "backup.snap")
+	code, out, errOut := runToolEnv(t, nil, "snapshot", "save", "--addr", dead+","+p.HTTP, file)
+	if code != 0 || !strings.Contains(out, "saved "+file) {
+		t.Fatalf("snapshot save: exit %d\n%s%s", code, out, errOut)
+	}
+	if n := strings.Count(errOut, dead+": connection refused; trying "+p.HTTP); n != 1 {
+		t.Errorf("the line passing %s over, %d times:\n%s", dead, n, errOut)
 	}
 }

@@ -189,6 +189,24 @@ func TestRollingUpgrade(t *testing.T) {
 			t.Fatalf("%v after a refused %v: %v %v", c.check, c.args, got, err)
 		}
 	}
+	// A transaction (MULTI/EXEC, format 10) likewise: EXEC is refused and
+	// nothing of it applies.
+	if need := int(fsm.MinCodec(&fsm.Command{Op: fsm.OpExec})); need > old {
+		want := fmt.Sprintf("ERR not every node of the cluster can apply this command: "+
+			"it needs log format %d and a member reads only up to %d; upgrade every node", need, old)
+		for _, p := range []*proc{held, l} {
+			_, err := p.client(2).TxPipelined(bg(), func(pp redis.Pipeliner) error {
+				pp.BFAdd(bg(), "tx{held}", "x")
+				return nil
+			})
+			if err == nil || err.Error() != want {
+				t.Fatalf("EXEC with n3 held at %d: %v, want %q", old, err, want)
+			}
+		}
+		if n, err := held.client(2).Exists(bg(), "tx{held}").Result(); err != nil || n != 0 {
+			t.Fatalf("a refused EXEC applied: %d %v", n, err)
+		}
+	}
 	st, err := readFormatStatus(held)
 	if err != nil || !st.Ready || st.Problem != "" || strings.Contains(held.Logs(), "needs a newer rookery") {
 		t.Fatalf("held node after the writes: %+v %v\n%s", st, err, held.Logs())

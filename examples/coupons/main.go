@@ -48,9 +48,12 @@
 // keep two senders off one outbox entry (outbox.go) become row locks.
 //
 // Flags: -addr (RESP addresses of some nodes, comma-separated), -listen,
-// -db, -password, -cacert (the cluster CA, for nodes serving RESP over TLS),
-// -filter and -capacity (the cuckoo filter's name and size, created at
-// start if absent), -outbox-every.
+// -db, -user and -password (the nodes' user to act as, made with ACL
+// SETUSER, and its password; without -user, -password is the default
+// user's, the nodes' --requirepass), -cacert (the cluster CA, for nodes
+// serving RESP over TLS), -filter and -capacity (the cuckoo filter's name
+// and size, created at start if absent), -outbox-every, -wait (how long to
+// wait at start for a cluster that is not up yet; 30s).
 package main
 
 import (
@@ -72,30 +75,30 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:6479", "RESP addresses of cluster nodes, comma-separated")
 	listen := flag.String("listen", "127.0.0.1:8080", "HTTP address to serve on")
 	dbPath := flag.String("db", "coupons.db", "the store of record (a bbolt file)")
-	password := flag.String("password", "", "the nodes' --requirepass")
+	user := flag.String("user", "", "the nodes' user to act as (ACL SETUSER), else the default user")
+	password := flag.String("password", "", "the user's password; the default user's is the nodes' --requirepass")
 	caCert := flag.String("cacert", "", "the cluster CA (ca.pem), for nodes started with --resp-tls")
 	filter := flag.String("filter", "coupons", "name of the cuckoo filter")
 	capacity := flag.Int64("capacity", 1_000_000, "slots of the cuckoo filter if it is created; about twice the coupons outstanding keeps false positives near 1%")
 	every := flag.Duration("outbox-every", time.Second, "how often unsettled filter writes are sent again")
+	wait := flag.Duration("wait", 30*time.Second, "how long to wait at start for the cluster to answer (a node started alongside, still electing)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(*addr, *listen, *dbPath, *password, *caCert, *filter, *capacity, *every, log); err != nil {
+	if err := run(*addr, *listen, *dbPath, *user, *password, *caCert, *filter, *capacity, *every, *wait, log); err != nil {
 		log.Error("coupons", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(addrs, listen, dbPath, password, caCert, filter string, capacity int64, every time.Duration, log *slog.Logger) error {
+func run(addrs, listen, dbPath, user, password, caCert, filter string, capacity int64, every, wait time.Duration, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c, err := client.New(ctx, client.Options{Addrs: strings.Split(addrs, ","), Password: password, CAFile: caCert})
+	c, err := connect(ctx, client.Options{Addrs: strings.Split(addrs, ","), Username: user, Password: password, CAFile: caCert},
+		filter, capacity, wait, log)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if err := ensureFilter(ctx, c, filter, capacity); err != nil {
-		return err
-	}
 	st, err := OpenStore(dbPath)
 	if err != nil {
 		return err
@@ -120,6 +123,36 @@ func run(addrs, listen, dbPath, password, caCert, filter string, capacity int64,
 		return nil
 	}
 	return err
+}
+
+// connect reaches the cluster and makes sure the filter is there, trying
+// again for up to wait while the cluster is unavailable: started with its
+// node (go run ./cmd/node --dev & go run ./examples/coupons &), the service
+// may be up before the node listens or has elected itself. Any other error,
+// and one that outlasts wait, ends the start.
+func connect(ctx context.Context, o client.Options, filter string, capacity int64, wait time.Duration, log *slog.Logger) (*client.Client, error) {
+	deadline := time.Now().Add(wait)
+	for said := false; ; {
+		c, err := client.New(ctx, o)
+		if err == nil {
+			if err = ensureFilter(ctx, c, filter, capacity); err == nil {
+				return c, nil
+			}
+			c.Close()
+		}
+		if !(errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrIndeterminate)) || time.Now().After(deadline) {
+			return nil, err
+		}
+		if !said {
+			log.Info("waiting for the cluster", "addr", strings.Join(o.Addrs, ","), "for", wait, "err", err)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // NewService returns a service over c and st with the defaults: up to 10,000

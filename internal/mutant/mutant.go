@@ -31,8 +31,11 @@ const (
 	// WindowEarly: windowed filters age at twice the pace of the log's
 	// clock, so items answer absent halfway through their window.
 	WindowEarly = "window-early"
+	// WatchIgnored: EXEC applies whatever the client WATCHed, as if no
+	// watched key had changed.
+	WatchIgnored = "watch-ignored"
 )
 
 // Names lists every mutant.
 var Names = []string{SessionsOff, FollowerLocalReads, AckAtProposal, DeleteTwice, AddTwice, SkipVerifyLeader,
-	RestoreDropsNewest, WindowEarly}
+	RestoreDropsNewest, WindowEarly, WatchIgnored}

@@ -7,15 +7,16 @@ package nodeproc
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -204,11 +205,12 @@ func (p *Proc) WaitReady(within time.Duration) error {
 	for {
 		resp, err := p.HTTPDo("GET", "/readyz")
 		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
-			err = errors.New(resp.Status)
+			err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
 		}
 		last = err
 		if time.Now().After(deadline) || !p.Alive() {
@@ -286,14 +288,57 @@ func (p *Proc) getJSON(path string, v any) error {
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-// FreePort returns a TCP port of 127.0.0.1 that nothing listens on now.
+// Ports handed out by FreePort come from below Linux's ephemeral range
+// (32768 to 60999 by default), from which the kernel picks the source port
+// of every outgoing connection: a port the kernel handed FreePort from that
+// range could be some connection's source port by the time a node binds it
+// ("address already in use", seen under a full test run's load).
+const (
+	portsFrom = 10000
+	portsTo   = 32000
+)
+
+var (
+	portMu sync.Mutex
+	handed = map[int]bool{} // ports FreePort has handed out in this process
+)
+
+// FreePort returns a port of 127.0.0.1 on which nothing listens now, over
+// TCP or UDP (gossip binds both), and that this process has not handed out
+// before.
 func FreePort() (int, error) {
+	portMu.Lock()
+	defer portMu.Unlock()
+	for range 1000 {
+		p := portsFrom + rand.IntN(portsTo-portsFrom)
+		if handed[p] || !free(p) {
+			continue
+		}
+		handed[p] = true
+		return p, nil
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// free reports whether port p of 127.0.0.1 can be bound over TCP and UDP.
+func free(p int) bool {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return false
+	}
+	pc.Close()
+	return true
 }
 
 // EphemeralAddrs are the flags that make a node bind ports the kernel picks;
@@ -308,14 +353,16 @@ func EphemeralAddrs() []string {
 // join adds --join.
 func NodeArgs(id, dir string, expect int, join []string) ([]string, error) {
 	args := []string{"--id", id, "--data-dir", dir}
-	// Hold every port until all are chosen, so the four differ.
+	// From below the kernel's ephemeral range (FreePort), which never hands
+	// a port out twice: a client dialling a node that is not up yet would
+	// otherwise be given that node's port as its own source port now and
+	// then, and the node would fail to bind it.
 	for _, f := range []string{"--resp-addr", "--http-addr", "--raft-addr", "--gossip-addr"} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		p, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
-		defer ln.Close()
-		args = append(args, f, ln.Addr().String())
+		args = append(args, f, net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 	}
 	if expect > 0 {
 		args = append(args, "--bootstrap-expect", fmt.Sprint(expect))

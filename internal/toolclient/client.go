@@ -3,7 +3,8 @@
 // until one answers, the cluster CA, a client certificate and the password,
 // a follower's redirect to the leader followed with the same credentials, and
 // every failure turned into a message that names the flag that fixes it
-// (--addr, --cacert, --cert/--key, --password, or their ROOKERY_ variables).
+// (--addr, --cacert, --cert/--key, --user, --password, or their ROOKERY_
+// variables).
 package toolclient
 
 import (
@@ -16,6 +17,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rookerydb/rookery/internal/certs"
@@ -36,8 +38,11 @@ type Config struct {
 	CAFile, CAFrom string
 	// CertFile and KeyFile are a client certificate (--tls-client-auth).
 	CertFile, KeyFile string
-	// Password is sent as a bearer token; PasswordFrom names where it came
-	// from ("" when none was given).
+	// User, when set, is the node's user to act as: User and Password go as
+	// basic auth. Without it Password is the default user's, sent as a
+	// bearer token. UserFrom and PasswordFrom name where they came from (""
+	// when not given).
+	User, UserFrom         string
 	Password, PasswordFrom string
 	// HeaderTimeout bounds the wait for a node's answer once the request is
 	// sent (default 30s).
@@ -56,6 +61,10 @@ type Client struct {
 	hc    *http.Client
 	bases []*url.URL
 	notes io.Writer
+	// first is the address Do starts from: the last one that answered, so
+	// that a tool making several calls (snapshot save asks for the shards,
+	// then the backup) passes a dead node over, and says so, once.
+	first atomic.Int32
 }
 
 // New checks cfg and loads its certificates.
@@ -125,18 +134,24 @@ func (c *Client) Defaults() bool { return c.cfg.AddrFrom == "" }
 // each attempt. Every error is an *Error, or ErrNoNode joining them.
 func (c *Client) Do(ctx context.Context, method, path string, body func() (io.Reader, int64)) (*http.Response, error) {
 	var errs []*Error
-	for i := range c.bases {
+	first := int(c.first.Load())
+	for k := range c.bases {
+		i := (first + k) % len(c.bases)
 		resp, err := c.DoAt(ctx, i, method, path, body)
 		if err == nil {
+			c.first.Store(int32(i))
 			return resp, nil
 		}
 		var e *Error
+		if errors.As(err, &e) && e.Answered() {
+			c.first.Store(int32(i)) // an answer, if not a 200: the node is up
+		}
 		if !errors.As(err, &e) || e.Answered() || (e.Sent && method != http.MethodGet) || ctx.Err() != nil {
 			return nil, err
 		}
 		errs = append(errs, e)
-		if i+1 < len(c.bases) {
-			fmt.Fprintf(c.notes, "%s: %s; trying %s\n", e.Addr, e.short(), c.bases[i+1].Host)
+		if k+1 < len(c.bases) {
+			fmt.Fprintf(c.notes, "%s: %s; trying %s\n", e.Addr, e.short(), c.bases[(i+1)%len(c.bases)].Host)
 		}
 	}
 	return nil, c.noNode(errs)
@@ -196,13 +211,22 @@ func (c *Client) send(ctx context.Context, method string, target *url.URL, body 
 		req.Header.Set("Content-Type", "application/octet-stream")
 		req.Header.Set("Expect", "100-continue")
 	}
-	if c.cfg.Password != "" {
+	switch {
+	case c.cfg.User != "":
+		req.SetBasicAuth(c.cfg.User, c.cfg.Password)
+	case c.cfg.Password != "":
 		req.Header.Set("Authorization", "Bearer "+c.cfg.Password)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		e := c.classify(target.Host, err)
 		e.Sent = sent
+		if e.Kind == KindUnreachable && target.Scheme == "http" && speaksRESP(ctx, target.Host) {
+			// A RESP port answers a request line with an error of its own,
+			// which the HTTP client reads as a broken response.
+			e.Kind, e.Msg, e.Sent = KindRESP, "this port speaks RESP (a node's --resp-addr), not HTTP", false
+			e.Hint = "give the nodes' HTTP addresses (their --http-addr) with " + c.addrFlag()
+		}
 		return nil, e
 	}
 	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusTemporaryRedirect {
@@ -220,10 +244,13 @@ func (c *Client) answerError(ctx context.Context, target *url.URL, resp *http.Re
 	switch {
 	case resp.StatusCode == http.StatusBadRequest && target.Scheme == "http" && speaksTLS(ctx, target.Host):
 		e.Kind, e.Msg, e.Sent = KindWantTLS, "", false // the TLS layer refused it, the node saw nothing
-		e.Hint = c.caHint()
+		e.Hint = c.caHint(target.Host)
 	case resp.StatusCode == http.StatusUnauthorized:
 		e.Kind = KindAuth
 		e.Hint = c.authHint()
+	case resp.StatusCode == http.StatusForbidden:
+		e.Kind = KindForbidden
+		e.Hint = c.forbiddenHint()
 	}
 	return e
 }

@@ -285,3 +285,182 @@ func TestClientCertRequired(t *testing.T) {
 		t.Errorf("a node that wants a client certificate: %v", err)
 	}
 }
+
+// TestHTTPSchemeWithACA is issue 29's point 6: an address written http://
+// to an https port, with the CA given, is told to write https:// rather than
+// to give the CA it already gave.
+func TestHTTPSchemeWithACA(t *testing.T) {
+	s := okServer(t, true)
+	trusted := writePEM(t, s.Certificate().Raw)
+	host := s.Listener.Addr().String()
+	_, _, err := get(t, Config{Addrs: []string{"http://" + host}, AddrFrom: "--addr", CAFile: trusted, CAFrom: "--cacert"})
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindWantTLS || !e.Fatal() {
+		t.Fatalf("http:// with a CA: %v", err)
+	}
+	if want := "the address says http:// though --cacert is given: write https://" + host + " in --addr (or ROOKERY_ADDR)"; !strings.Contains(err.Error(), want) ||
+		strings.Contains(err.Error(), "give the cluster's CA") {
+		t.Errorf("http:// with a CA: %q, want %q", err, want)
+	}
+	if body, _, err := get(t, Config{Addrs: []string{"https://" + host}, CAFile: trusted}); err != nil || body == "" {
+		t.Errorf("https:// with the CA: %q, %v", body, err)
+	}
+}
+
+// TestDeadNodePassedOverOnce: a tool that makes several calls (snapshot save
+// asks for the shards, then the backup) passes a dead first address over,
+// and says so, once; the next calls start from the node that answered.
+func TestDeadNodePassedOverOnce(t *testing.T) {
+	// Its first answer is a 409, as /v1/shards of an unsharded cluster.
+	calls := 0
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls++; calls == 1 {
+			w.WriteHeader(http.StatusConflict)
+		}
+		io.WriteString(w, "{}")
+	}))
+	defer s.Close()
+	dead := refusedAddr(t)
+	var notes bytes.Buffer
+	c, err := New(Config{Addrs: []string{dead, s.Listener.Addr().String()}, AddrFrom: "--addr", Notes: &notes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		resp, err := c.Do(context.Background(), http.MethodGet, "/v1/shards", nil)
+		if i == 0 {
+			var e *Error
+			if !errors.As(err, &e) || e.Status != http.StatusConflict {
+				t.Fatalf("the 409: %v", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if n := strings.Count(notes.String(), "trying "+s.Listener.Addr().String()); n != 1 {
+		t.Errorf("the note of the dead node, %d times:\n%s", n, notes.String())
+	}
+}
+
+// TestRESPPort: an HTTP request to a RESP port (a node's --resp-addr given
+// as --addr) is named for what it is, with the flag that fixes it, and not
+// tried again elsewhere as if the node were down.
+func TestRESPPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				buf := make([]byte, 4096)
+				for {
+					if _, err := conn.Read(buf); err != nil {
+						return
+					}
+					// As redcon answers a line it does not know.
+					io.WriteString(conn, "-ERR unknown command 'GET'\r\n")
+				}
+			}()
+		}
+	}()
+	_, _, err = get(t, Config{Addrs: []string{ln.Addr().String()}, AddrFrom: "--addr"})
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindRESP || !e.Fatal() ||
+		!strings.Contains(err.Error(), "this port speaks RESP (a node's --resp-addr), not HTTP") ||
+		!strings.Contains(err.Error(), "their --http-addr) with --addr (or ROOKERY_ADDR)") {
+		t.Errorf("a RESP port: %v", err)
+	}
+}
+
+// TestUser: with a user, the credentials go as basic auth, to the leader a
+// redirect names too; a 401 names both flags, a 403 the user and --user,
+// and neither is tried on the next address.
+func TestUser(t *testing.T) {
+	var hits int
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits++
+		user, pass, ok := r.BasicAuth()
+		switch {
+		case !ok || pass != "pw" || (user != "checker" && user != "operator"):
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"error":"invalid credentials"}`)
+		case user == "checker" && r.Method == http.MethodPost:
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, `{"error":"user checker may not POST /v1/drain: it needs +@admin"}`)
+		default:
+			io.WriteString(w, user)
+		}
+	}))
+	defer leader.Close()
+	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, leader.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer follower.Close()
+	addr := follower.Listener.Addr().String()
+	if body, _, err := get(t, Config{Addrs: []string{addr}, User: "checker", Password: "pw"}); err != nil || body != "checker" {
+		t.Fatalf("checker through a redirect: %q %v", body, err)
+	}
+
+	hits = 0
+	_, _, err := get(t, Config{Addrs: []string{addr, addr}, User: "checker", UserFrom: "ROOKERY_USER", Password: "bad", PasswordFrom: "--password"})
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindAuth || hits != 1 {
+		t.Fatalf("a wrong password: %v (%d requests)", err, hits)
+	}
+	for _, want := range []string{"checker (from ROOKERY_USER)", "from --password", "--user and --password"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
+	}
+
+	c, err := New(Config{Addrs: []string{leader.Listener.Addr().String(), addr}, User: "checker", UserFrom: "--user", Password: "pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits = 0
+	_, err = c.Do(context.Background(), http.MethodPost, "/v1/drain", nil)
+	if !errors.As(err, &e) || e.Kind != KindForbidden || !e.Fatal() || !e.Answered() || hits != 1 {
+		t.Fatalf("a user without the right: %v (%d requests)", err, hits)
+	}
+	for _, want := range []string{"403 Forbidden: user checker may not POST /v1/drain: it needs +@admin",
+		"grant it to user checker (from --user) with ACL SETUSER", "--user and --password (or ROOKERY_USER"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
+	}
+}
+
+// TestUserFlags: --user, else ROOKERY_USER (empty is unset), else none.
+func TestUserFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		env       map[string]string
+		user, src string
+	}{
+		{nil, nil, "", ""},
+		{nil, map[string]string{EnvUser: ""}, "", ""},
+		{nil, map[string]string{EnvUser: "checker"}, "checker", EnvUser},
+		{[]string{"--user", "operator"}, map[string]string{EnvUser: "checker"}, "operator", "--user"},
+	} {
+		var f Flags
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		f.Register(fs, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.Config()
+		if err != nil || c.User != tc.user || c.UserFrom != tc.src {
+			t.Errorf("%v %v: user %q from %q, %v", tc.args, tc.env, c.User, c.UserFrom, err)
+		}
+	}
+}

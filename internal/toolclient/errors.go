@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -30,8 +31,10 @@ const (
 	KindNotTLS                  // a plain HTTP port spoken to in https (no --cacert)
 	KindUntrusted               // a certificate the CA given does not vouch for (--cacert)
 	KindNeedCert                // the node wants a client certificate (--cert, --key)
-	KindAuth                    // 401: no password, or the wrong one (--password)
+	KindAuth                    // 401: no password, or the wrong one (--user, --password)
 	KindAnswer                  // any other answer but 200: the node's own message
+	KindRESP                    // a RESP port spoken to in HTTP (--addr names the HTTP port)
+	KindForbidden               // 403: the user may not do this (--user)
 )
 
 // Error is a failed exchange with one node.
@@ -62,7 +65,7 @@ func (e *Error) short() string {
 	switch e.Kind {
 	case KindWantTLS:
 		return "this port speaks https (the node runs with --http-tls) and the request was plain http"
-	case KindAnswer, KindAuth:
+	case KindAnswer, KindAuth, KindForbidden:
 		if e.Msg == "" {
 			return fmt.Sprintf("%d %s", e.Status, http.StatusText(e.Status))
 		}
@@ -72,14 +75,17 @@ func (e *Error) short() string {
 }
 
 // Answered reports whether the node answered over HTTP (a status of its own).
-func (e *Error) Answered() bool { return e.Kind == KindAnswer || e.Kind == KindAuth }
+func (e *Error) Answered() bool {
+	return e.Kind == KindAnswer || e.Kind == KindAuth || e.Kind == KindForbidden
+}
 
 // Fatal reports whether the failure is one of the tool's settings, which
 // waiting does not cure: TLS spoken to a plain port or the reverse, a
-// certificate not trusted, a client certificate missing, a password refused.
+// certificate not trusted, a client certificate missing, a password refused,
+// a user without the right.
 func (e *Error) Fatal() bool {
 	switch e.Kind {
-	case KindWantTLS, KindNotTLS, KindUntrusted, KindNeedCert, KindAuth:
+	case KindWantTLS, KindNotTLS, KindUntrusted, KindNeedCert, KindAuth, KindRESP, KindForbidden:
 		return true
 	}
 	return false
@@ -124,8 +130,13 @@ func (c *Client) classify(addr string, err error) *Error {
 	return e
 }
 
-// caHint is what to do about an https port spoken to in plain HTTP.
-func (c *Client) caHint() string {
+// caHint is what to do about an https port spoken to in plain HTTP at
+// host: give the CA, or, when one is given, the address said http:// in so
+// many words.
+func (c *Client) caHint(host string) string {
+	if c.cfg.CAFile != "" || c.cfg.CertFile != "" {
+		return "the address says http:// though " + c.caFlagGiven() + " is given: write https://" + host + " in " + c.addrFlag()
+	}
 	return "give the cluster's CA with --cacert FILE (or " + EnvCACert + "), e.g. --cacert certs/ca.pem"
 }
 
@@ -139,10 +150,44 @@ func (c *Client) caFlagGiven() string {
 
 // authHint is what to do about a 401.
 func (c *Client) authHint() string {
-	if c.cfg.PasswordFrom == "" {
-		return "give the nodes' password (their --requirepass) with --password (or " + EnvPassword + ")"
+	switch {
+	case c.cfg.User != "":
+		// Redis's answer, which tells nothing of which part was wrong.
+		return "the node has no user " + c.cfg.User + " (" + c.userFrom() + ") that is on with the password " +
+			c.passwordFrom() + ": check both, --user and --password (or " + EnvUser + " and " + EnvPassword + ")"
+	case c.cfg.PasswordFrom == "":
+		return "give the nodes' password (their --requirepass) with --password (or " + EnvPassword +
+			"), or a user's name and password with --user and --password (or " + EnvUser + ")"
 	}
-	return "the password from " + c.cfg.PasswordFrom + " is not the nodes' --requirepass: give theirs with --password (or " + EnvPassword + ")"
+	return "the password from " + c.cfg.PasswordFrom + " is not the nodes' --requirepass (the default user's): give theirs with --password (or " +
+		EnvPassword + "), or name another user with --user (or " + EnvUser + ")"
+}
+
+// forbiddenHint is what to do about a 403: the node knows the user, who may
+// not do what was asked (the node's message says what it lacks).
+func (c *Client) forbiddenHint() string {
+	who := "the default user (no --user given)"
+	if c.cfg.User != "" {
+		who = "user " + c.cfg.User + " (" + c.userFrom() + ")"
+	}
+	return "act as a user allowed it with --user and --password (or " + EnvUser + " and " + EnvPassword +
+		"), or grant it to " + who + " with ACL SETUSER"
+}
+
+// userFrom names where the user came from.
+func (c *Client) userFrom() string {
+	if c.cfg.UserFrom == "" {
+		return "the configuration"
+	}
+	return "from " + c.cfg.UserFrom
+}
+
+// passwordFrom names where the password came from, or says there is none.
+func (c *Client) passwordFrom() string {
+	if c.cfg.PasswordFrom == "" {
+		return "none given"
+	}
+	return "from " + c.cfg.PasswordFrom
 }
 
 // noNode is the error when no address answered: what each said, and what to do.
@@ -209,6 +254,51 @@ func speaksTLS(ctx context.Context, addr string) bool {
 	tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) //nolint:gosec
 	err = tc.HandshakeContext(ctx)
 	return err == nil || remoteAlert(err)
+}
+
+// speaksRESP reports whether a RESP server answers at addr: a PING there
+// gets a simple string or an error (+PONG, -NOAUTH ...), where an HTTP
+// server answers "HTTP/1.1 400".
+func speaksRESP(ctx context.Context, addr string) bool {
+	b := probe(ctx, addr, "PING\r\n", 1)
+	return len(b) == 1 && (b[0] == '+' || b[0] == '-')
+}
+
+// SpeaksHTTP reports whether an HTTP server answers at addr (HOST:PORT, or
+// a URL): a line it cannot read draws "HTTP/1.1 400", where a RESP server
+// answers PING. It ignores ctx's cancellation, not its values.
+func SpeaksHTTP(ctx context.Context, addr string) bool {
+	if _, rest, ok := strings.Cut(addr, "://"); ok {
+		addr, _, _ = strings.Cut(rest, "/")
+		if i := strings.LastIndexByte(addr, '@'); i >= 0 {
+			addr = addr[i+1:]
+		}
+	}
+	return string(probe(context.WithoutCancel(ctx), addr, "PING\r\n\r\n", 5)) == "HTTP/"
+}
+
+// probe sends what to addr and returns the first n bytes of the answer, or
+// nil, within 2 s.
+func probe(ctx context.Context, addr, what string, n int) []byte {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	if _, err := conn.Write([]byte(what)); err != nil {
+		return nil
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(conn, b); err != nil {
+		return nil
+	}
+	return b
 }
 
 // remoteAlert reports whether err is a TLS alert the peer sent: crypto/tls

@@ -9,7 +9,8 @@ import (
 // Environment variables every HTTP tool reads (the command line wins).
 const (
 	EnvAddr     = "ROOKERY_ADDR"     // --addr: HOST:PORT[,HOST:PORT...]
-	EnvPassword = "ROOKERY_PASSWORD" // --password: the nodes' --requirepass
+	EnvUser     = "ROOKERY_USER"     // --user: the node's user to act as (else the default user)
+	EnvPassword = "ROOKERY_PASSWORD" // --password: that user's password, the nodes' --requirepass for default
 	EnvCACert   = "ROOKERY_CACERT"   // --cacert: the cluster CA (https)
 	// EnvRequirePass is the node's own password variable; the tools fall back
 	// on it, so that a shell set up for a node serves its tools too.
@@ -28,25 +29,38 @@ const FlagsUsage = `  --addr HOST:PORT[,HOST:PORT...]
   --cacert FILE      CA of the nodes' certificates: speak https (--http-tls)
                      (default $ROOKERY_CACERT)
   --cert, --key FILE client certificate (with --tls-client-auth)
-  --password PW      the nodes' --requirepass (default $ROOKERY_PASSWORD,
-                     else $ROOKERY_REQUIREPASS)
+  --user NAME        act as this user of the nodes (ACL SETUSER), sending
+                     basic auth NAME:PW (default $ROOKERY_USER, else the
+                     default user, whose password goes as a bearer token)
+  --password PW      the user's password; the default user's is the nodes'
+                     --requirepass (default $ROOKERY_PASSWORD, else
+                     $ROOKERY_REQUIREPASS)
 `
 
 // Flags are the connection flags of an HTTP tool, as given.
 type Flags struct {
-	addr, caFile, certFile, keyFile, password string
-	env                                       func(string) (string, bool)
+	// KeyFlag, when set, names the client key's flag instead of --key
+	// (`rookery import`, whose --key names the filter).
+	KeyFlag string
+
+	addr, caFile, certFile, keyFile, user, password string
+	env                                             func(string) (string, bool)
 }
 
-// Register adds --addr, --cacert, --cert, --key and --password to fs; env is
-// read when Config is called.
+// Register adds --addr, --cacert, --cert, --key, --user and --password to fs;
+// env is read when Config is called.
 func (f *Flags) Register(fs *flag.FlagSet, env func(string) (string, bool)) {
 	f.env = env
 	fs.StringVar(&f.addr, "addr", "", "HTTP addresses of nodes, HOST:PORT[,HOST:PORT...] (default $"+EnvAddr+", else the local defaults)")
 	fs.StringVar(&f.caFile, "cacert", "", "PEM file of the CA that signed the nodes' certificates: speak https (default $"+EnvCACert+")")
-	fs.StringVar(&f.certFile, "cert", "", "client certificate to present (with --key)")
-	fs.StringVar(&f.keyFile, "key", "", "client private key")
-	fs.StringVar(&f.password, "password", "", "the nodes' password (default $"+EnvPassword+", else $"+EnvRequirePass+")")
+	keyFlag := "key"
+	if f.KeyFlag != "" {
+		keyFlag = f.KeyFlag
+	}
+	fs.StringVar(&f.certFile, "cert", "", "client certificate to present (with --"+keyFlag+")")
+	fs.StringVar(&f.keyFile, keyFlag, "", "client private key")
+	fs.StringVar(&f.user, "user", "", "the nodes' user to act as (default $"+EnvUser+", else the default user)")
+	fs.StringVar(&f.password, "password", "", "the user's password (default $"+EnvPassword+", else $"+EnvRequirePass+")")
 }
 
 // Config resolves the flags against the environment: each setting comes from
@@ -87,8 +101,18 @@ func (f *Flags) Config() (Config, error) {
 			}
 		}
 	}
+	c.User, c.UserFrom = f.user, "--user"
+	if c.User == "" {
+		c.UserFrom = ""
+		if v, ok := env(EnvUser); ok && v != "" {
+			c.User, c.UserFrom = v, EnvUser
+		}
+	}
 	c.CertFile, c.KeyFile = f.certFile, f.keyFile
 	if (c.CertFile == "") != (c.KeyFile == "") {
+		if f.KeyFlag != "" {
+			return Config{}, fmt.Errorf("--cert and --%s go together", f.KeyFlag)
+		}
 		return Config{}, fmt.Errorf("--cert and --key go together")
 	}
 	return c, nil

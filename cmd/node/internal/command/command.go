@@ -37,6 +37,18 @@ func (t Table) Lookup(name string) (Command, bool) {
 	return Command{}, false
 }
 
+// Names are the names of the listed commands (those with a synopsis), for
+// suggestions.
+func (t Table) Names() []string {
+	var out []string
+	for _, c := range t {
+		if c.Synopsis != "" {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
 // Alias is c under another name, left out of -h.
 func Alias(name string, c Command) Command {
 	return Command{Name: name, Run: c.Run}

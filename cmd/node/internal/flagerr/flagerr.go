@@ -140,6 +140,10 @@ func (w *Watcher) unknown(name string) error {
 			return err
 		}
 	}
+	// --json, --text: a value of --format given as a flag of its own.
+	if f := w.fs.Lookup("format"); f != nil && (name == "json" || name == "text") {
+		return fmt.Errorf("unknown flag --%s; did you mean --format %s?", name, name)
+	}
 	if best := w.closest(name); best != "" {
 		return fmt.Errorf("unknown flag --%s; did you mean --%s?", name, best)
 	}
@@ -149,19 +153,39 @@ func (w *Watcher) unknown(name string) error {
 // closest is the flag nearest to name, "" if none is near: at most two
 // edits, or a third of the name's length for long names.
 func (w *Watcher) closest(name string) string {
-	best, dist := "", -1
+	var names []string
 	w.fs.VisitAll(func(f *flag.Flag) {
-		if w.Hidden[f.Name] {
-			return
-		}
-		if d := Distance(name, f.Name); dist < 0 || d < dist || d == dist && f.Name < best {
-			best, dist = f.Name, d
+		if !w.Hidden[f.Name] {
+			names = append(names, f.Name)
 		}
 	})
+	return Closest(name, names)
+}
+
+// Closest is the one of names nearest to name, "" if none is near: at most
+// two edits, or a third of name's length for long names. Ties go to the
+// first in alphabetical order.
+func Closest(name string, names []string) string {
+	best, dist := "", -1
+	for _, n := range names {
+		if d := Distance(name, n); dist < 0 || d < dist || d == dist && n < best {
+			best, dist = n, d
+		}
+	}
 	if dist < 0 || dist > max(2, len(name)/3) {
 		return ""
 	}
 	return best
+}
+
+// UnknownCommand is the error of a command name that is not one of names,
+// with the closest of them when one is near: `unknown command "membrs";
+// did you mean members?`.
+func UnknownCommand(name string, names []string) error {
+	if best := Closest(name, names); best != "" {
+		return fmt.Errorf("unknown command %q; did you mean %s?", name, best)
+	}
+	return fmt.Errorf("unknown command %q", name)
 }
 
 // scanFlags reads args as the flag package does (a flag's value follows it

@@ -107,3 +107,42 @@ func TestDistance(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownCommand: a command name near one of the commands gets it; one
+// near none gets no guess.
+func TestUnknownCommand(t *testing.T) {
+	names := []string{"members", "status", "raft", "shards", "snapshot", "import"}
+	for name, want := range map[string]string{
+		"membrs":     `unknown command "membrs"; did you mean members?`,
+		"stauts":     `unknown command "stauts"; did you mean status?`,
+		"snapshots":  `unknown command "snapshots"; did you mean snapshot?`,
+		"frobnicate": `unknown command "frobnicate"`,
+	} {
+		if got := UnknownCommand(name, names).Error(); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+}
+
+// TestJSONMeansFormat: --json and --text, on a FlagSet with --format, point
+// at --format; without one, no guess is made.
+func TestJSONMeansFormat(t *testing.T) {
+	for _, withFormat := range []bool{true, false} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		fs.String("addr", "", "")
+		if withFormat {
+			fs.String("format", "text", "")
+		}
+		w := Watch(fs)
+		args := []string{"--json"}
+		err := w.Explain(args, fs.Parse(args))
+		want := "unknown flag --json"
+		if withFormat {
+			want = "unknown flag --json; did you mean --format json?"
+		}
+		if err == nil || err.Error() != want {
+			t.Errorf("format %v: %v, want %q", withFormat, err, want)
+		}
+	}
+}

@@ -25,7 +25,9 @@ import (
 
 	rclient "github.com/rookerydb/rookery/client"
 	"github.com/rookerydb/rookery/cmd/node/internal/command"
+	"github.com/rookerydb/rookery/cmd/node/internal/flagerr"
 	"github.com/rookerydb/rookery/cmd/node/internal/respconn"
+	"github.com/rookerydb/rookery/internal/toolclient"
 )
 
 // Command is `rookery import`.
@@ -41,8 +43,13 @@ name ending in .gz is gunzipped), or from standard input (no FILE, or -).
 A line ends in \n or \r\n and is the key as it is, spaces included; blank
 lines are passed over. Lines are numbered from 1 across all the inputs.
 
-  --addr HOST:PORT     RESP address of any node (default 127.0.0.1:6479), or a
-                       redis:// or rediss:// URL; writes go to the leader
+  --addr HOST:PORT[,HOST:PORT...]
+                       HTTP addresses of nodes, as for every other tool (default
+                       $ROOKERY_ADDR, else 127.0.0.1:6480, :6580, :6680): the
+                       first that answers names the cluster's RESP addresses
+                       (GET /v1/nodes); writes go to the leader
+  --resp HOST:PORT     RESP address of any node (its --resp-addr), or a redis://
+                       or rediss:// URL, instead of asking --addr for them
   --key NAME           the filter (required)
   --kind bf|cf|cbf     Bloom (BF.MADD), cuckoo (CF.INSERT) or counting Bloom
                        (CBF.MADD) (default bf)
@@ -56,10 +63,15 @@ lines are passed over. Lines are numbered from 1 across all the inputs.
   --nx                 cf: add only keys not there yet (CF.INSERTNX), so that
                        duplicates are counted and stored once
   --skip N             pass over the first N lines (to resume an import)
-  --password PW        the nodes' --requirepass (default $ROOKERY_PASSWORD,
-                       else $ROOKERY_REQUIREPASS)
-  --cacert FILE        CA of the nodes' certificates: speak TLS (--resp-tls)
-                       (default $ROOKERY_CACERT)
+  --user NAME          the nodes' user to act as (ACL SETUSER), over HTTP (basic
+                       auth) and RESP (AUTH user password) (default
+                       $ROOKERY_USER, else the default user)
+  --password PW        that user's password; the default user's is the nodes'
+                       --requirepass (default $ROOKERY_PASSWORD, else
+                       $ROOKERY_REQUIREPASS)
+  --cacert FILE        CA of the nodes' certificates: speak https to --addr and
+                       TLS to RESP (--http-tls, --resp-tls) (default
+                       $ROOKERY_CACERT)
   --cert, --cert-key FILE   client certificate and its key (--tls-client-auth)
   --chunk N            keys per command (default 5000)
   --inflight N         commands awaiting their answers at once (default 16)
@@ -78,9 +90,11 @@ A bar, or log lines, show the lines, bytes and items so far, the rate and the
 time left; a summary at the end gives the items, how many were new, the
 duplicates (or false positives), the time and the rate.
 
-SIGINT or SIGTERM stops the import cleanly: the commands in flight are
-answered, and it prints the line to resume from with --skip N. Every line up
-to N is in the filter; none after it was sent. A second signal abandons the
+SIGINT, SIGTERM or SIGHUP stops the import cleanly: the commands in flight
+are answered, and it prints the line to resume from and the command that
+resumes it, the same one with --skip N. Every line up to N is in the filter;
+none after it was sent. Reading standard input, a signal that also ends the
+program feeding it (Ctrl-C in a pipeline) still counts as an interruption. A second signal abandons the
 commands in flight (those may be applied or not; a Bloom filter does not
 mind, a cuckoo filter may then hold some keys twice).
 
@@ -91,7 +105,10 @@ resume from); 2 bad flags; 130 interrupted.
 
 // importOptions are the flags of `rookery import`.
 type importOptions struct {
-	target    respconn.Target
+	conn      toolclient.Flags  // --addr and the credentials, as every tool's
+	connCfg   toolclient.Config // conn resolved against the environment
+	resp      string            // --resp
+	target    respconn.Target   // the RESP side: --resp, or what --addr named
 	key       string
 	kind      string
 	errorRate float64
@@ -123,19 +140,24 @@ func importCommand(args []string, env func(string) (string, bool), stdout, stder
 		// nodes share, that CPU is theirs.
 		debug.SetGCPercent(400)
 	}
-	im := &importer{o: o, stdin: os.Stdin, stdout: stdout, stderr: stderr}
+	im := &importer{o: o, args: args, progName: progName(), stdin: os.Stdin, stdout: stdout, stderr: stderr}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	if !signal.Ignored(syscall.SIGHUP) {
+		// A closed terminal stops it cleanly too; under nohup it goes on.
+		signal.Notify(sigs, syscall.SIGHUP)
+	}
 	defer signal.Stop(sigs)
 	return im.run(sigs)
 }
 
 // parseImport reads the flags, before or after the file names.
 func parseImport(args []string, env func(string) (string, bool), stderr io.Writer) (*importOptions, int) {
-	o := &importOptions{target: respconn.Target{KeyFlag: "cert-key"}, set: map[string]bool{}}
+	o := &importOptions{conn: toolclient.Flags{KeyFlag: "cert-key"}, set: map[string]bool{}}
 	fs := flag.NewFlagSet("rookery import", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	o.target.Flags(fs, "", "the cluster", "127.0.0.1:6479", env)
+	o.conn.Register(fs, env)
+	fs.StringVar(&o.resp, "resp", "", "RESP address of any node, or a redis:// or rediss:// URL")
 	fs.StringVar(&o.key, "key", "", "the filter to load")
 	fs.StringVar(&o.kind, "kind", "bf", "bf, cf or cbf")
 	fs.Float64Var(&o.errorRate, "error-rate", 0.01, "error rate of a filter this creates")
@@ -146,13 +168,15 @@ func parseImport(args []string, env func(string) (string, bool), stderr io.Write
 	fs.IntVar(&o.inflight, "inflight", 16, "commands in flight")
 	fs.StringVar(&o.progress, "progress", "auto", "auto, bar, log or none")
 	fs.DurationVar(&o.logEvery, "log-every", 5*time.Second, "interval of the log lines")
+	watch := flagerr.Watch(fs)
+	all := args
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				fmt.Fprint(stderr, importUsage)
 				return nil, 0
 			}
-			return nil, importUsageError(stderr, err)
+			return nil, importUsageError(stderr, watch.Explain(all, err))
 		}
 		if fs.NArg() == 0 {
 			break
@@ -161,6 +185,12 @@ func parseImport(args []string, env func(string) (string, bool), stderr io.Write
 		args = fs.Args()[1:]
 	}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	var err error
+	if o.connCfg, err = o.conn.Config(); err != nil {
+		return nil, importUsageError(stderr, err)
+	}
+	o.target = respconn.Target{Addr: o.resp, User: o.connCfg.User, Password: o.connCfg.Password, CAFile: o.connCfg.CAFile,
+		CertFile: o.connCfg.CertFile, KeyFile: o.connCfg.KeyFile, KeyFlag: "cert-key"}
 	if err := o.check(); err != nil {
 		return nil, importUsageError(stderr, err)
 	}
@@ -207,26 +237,29 @@ func (o *importOptions) check() error {
 		return fmt.Errorf("--progress %q: want auto, bar, log or none", o.progress)
 	case o.logEvery <= 0:
 		return fmt.Errorf("--log-every %v: want a positive duration", o.logEvery)
-	case (o.target.CertFile == "") != (o.target.KeyFile == ""):
-		return errors.New("--cert and --cert-key go together")
+	case o.set["resp"] && o.set["addr"]:
+		return errors.New("--addr and --resp both name the cluster: give one (--addr a node's HTTP address, --resp its RESP address)")
+	case o.set["resp"] && o.resp == "":
+		return errors.New("--resp needs a node's RESP address, HOST:PORT or a redis:// URL")
 	}
-	_, err := o.clientOptions()
+	if o.resp == "" {
+		return checkAddrs(o.connCfg) // the RESP addresses come from --addr, at the start
+	}
+	_, err := o.clientOptions(nil)
 	return err
 }
 
-// clientOptions turns the target's flags into the client's options. A URL's
+// clientOptions turns the target's flags into the client's options: the
+// target's address first, then more (the other nodes --addr named). A URL's
 // TLS server name is dropped: the client checks each node against the host
 // it advertises.
-func (o *importOptions) clientOptions() (rclient.Options, error) {
+func (o *importOptions) clientOptions(more []string) (rclient.Options, error) {
 	ro, err := o.target.Options()
 	if err != nil {
-		return rclient.Options{}, fmt.Errorf("--addr %v", err)
+		return rclient.Options{}, fmt.Errorf("--resp %v", err)
 	}
-	if ro.Username != "" && ro.Username != "default" {
-		return rclient.Options{}, fmt.Errorf("--addr: a user name (%q) is not supported, only a password", ro.Username)
-	}
-	co := rclient.Options{Addrs: []string{ro.Addr}, Password: ro.Password, TLS: ro.TLSConfig,
-		DialTimeout: 5 * time.Second}
+	co := rclient.Options{Addrs: append([]string{ro.Addr}, more...), Username: ro.Username, Password: ro.Password,
+		TLS: ro.TLSConfig, DialTimeout: 5 * time.Second}
 	if co.TLS != nil {
 		co.TLS.ServerName = ""
 	}

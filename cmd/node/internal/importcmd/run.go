@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,11 +16,14 @@ import (
 	"golang.org/x/term"
 
 	rclient "github.com/rookerydb/rookery/client"
+	"github.com/rookerydb/rookery/internal/toolclient"
 )
 
 // importer is one run of `rookery import`.
 type importer struct {
 	o              *importOptions
+	args           []string // the command line after "import", for the resume command
+	progName       string   // the binary as it was run
 	stdin          io.Reader
 	stdout, stderr io.Writer
 
@@ -80,6 +84,15 @@ func (im *importer) run(sigs <-chan os.Signal) int {
 		}
 	}()
 	if code := im.setup(ctx); code != 0 {
+		select {
+		case <-stop:
+			// Interrupted before a line was sent: say so, and how to
+			// run it again, rather than the set-up's "context canceled".
+			im.logf("interrupted before any line was sent; to resume, run the same command%s:\n  %s\n",
+				im.skipNote(o.skip), im.resumeCommand(o.skip))
+			return importExitInterrupted
+		default:
+		}
 		return code
 	}
 	defer im.c.Close()
@@ -89,12 +102,27 @@ func (im *importer) run(sigs <-chan os.Signal) int {
 
 // setup reaches the cluster and makes sure the filter is there.
 func (im *importer) setup(ctx context.Context) int {
-	co, _ := im.o.clientOptions() // checked with the flags
 	sctx, cancel := context.WithTimeout(ctx, importSetupTimeout)
 	defer cancel()
+	var more []string
+	if im.o.resp == "" {
+		addrs, err := im.findRESP(sctx)
+		if err != nil {
+			return im.fail(err)
+		}
+		im.o.target.Addr, more = addrs[0], addrs[1:]
+	}
+	co, err := im.o.clientOptions(more)
+	if err != nil {
+		return im.fail(err)
+	}
 	c, err := rclient.New(sctx, co)
 	if err != nil {
-		return im.fail(fmt.Errorf("cannot reach the cluster at %s: %w", co.Addrs[0], err))
+		if im.o.resp != "" && toolclient.SpeaksHTTP(sctx, co.Addrs[0]) {
+			return im.fail(fmt.Errorf("--resp %s: this port speaks HTTP (a node's --http-addr), not RESP: "+
+				"give it with --addr, or the node's RESP address (its --resp-addr) with --resp", im.o.resp))
+		}
+		return im.fail(fmt.Errorf("cannot reach the cluster at %s: %w", strings.Join(co.Addrs, ","), err))
 	}
 	im.c = c
 	if err := im.ensureFilter(sctx); err != nil {
@@ -140,6 +168,15 @@ func (im *importer) load(ctx context.Context, stop <-chan struct{}) int {
 	}
 	loadErr := bulk.Close()
 	im.stopProgress()
+	if ended && !interrupted && slices.ContainsFunc(im.inputs, isStdin) {
+		// Ctrl-C in a pipeline signals the program feeding standard input
+		// too: its end is then the signal's doing, not the input's.
+		select {
+		case <-stop:
+			interrupted = true
+		default:
+		}
+	}
 	// The reader's counts are its own until it has ended.
 	lines := fmt.Sprintf("up to line %d", im.resumeLine(im.sent))
 	if ended {
@@ -255,8 +292,8 @@ func (im *importer) report(interrupted bool, readErr, loadErr error, acked int64
 			"which a Bloom filter absorbs and a cuckoo filter stores as second copies"
 	}
 	// Once, on stderr with the why; the summary on stdout says "up to line N".
-	im.logf("%s\nevery line up to line %d is in the filter, %s; to resume, run the same command with --skip %d\n",
-		why, line, after, line)
+	im.logf("%s\nevery line up to line %d is in the filter, %s; to resume, run the same command with --skip %d:\n  %s\n",
+		why, line, after, line, im.resumeCommand(line))
 	if interrupted {
 		return importExitInterrupted
 	}

@@ -162,11 +162,16 @@ func (c countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// run sends batches of up to size items on out until the inputs end or stop
+// maxBatchBytes cuts a batch of long items short of what a node takes in one
+// log entry (16 MiB).
+const maxBatchBytes = 8 << 20
+
+// run sends batches of up to size items (and about maxBatchBytes) on out until the inputs end or stop
 // is closed, then closes out. A read error is sent as the last batch.
 func (s *lineSource) run(size int, out chan<- batch, stop <-chan struct{}) {
 	defer close(out)
 	cur := make([]string, 0, size)
+	held := 0 // bytes of the items in cur
 	emit := func(b batch) bool {
 		select {
 		case out <- b:
@@ -178,11 +183,11 @@ func (s *lineSource) run(size int, out chan<- batch, stop <-chan struct{}) {
 	for _, in := range s.inputs {
 		err := s.readInput(in, func(item string) bool {
 			cur = append(cur, item)
-			if len(cur) < size {
+			if held += len(item); len(cur) < size && held < maxBatchBytes {
 				return true
 			}
 			ok := emit(batch{items: cur, line: s.line})
-			cur = make([]string, 0, size)
+			cur, held = make([]string, 0, size), 0
 			return ok
 		})
 		if errors.Is(err, errStopped) {

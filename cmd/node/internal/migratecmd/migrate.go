@@ -41,11 +41,17 @@ Redis with RedisBloom or another Rookery node. Stop writes to the source first:
 a filter written to while it is dumped arrives as a mixture of before and after.
 
   --from URL           the source: redis://[[user]:password@]host:port[/db], rediss:// for TLS
+  --from-user NAME     the source's user, if not in the URL
   --from-password PW   the source's password, if not in the URL
   --from-cacert FILE   CA of the source's certificate (TLS)
   --from-cert, --from-key FILE   client certificate for the source
   --to HOST:PORT       RESP address of any Rookery node, or a URL (default 127.0.0.1:6479)
-  --password PW        the target's --requirepass (default $ROOKERY_REQUIREPASS)
+  --user NAME          the target's user to act as (ACL SETUSER), with
+                       --password (default $ROOKERY_USER, else the default
+                       user)
+  --password PW        that user's password; the default user's is the
+                       target's --requirepass (default $ROOKERY_PASSWORD, else
+                       $ROOKERY_REQUIREPASS)
   --cacert FILE        CA of the target's certificates (--resp-tls)
   --cert, --key FILE   client certificate for the target
   --match PATTERN      only keys matching PATTERN (SCAN MATCH; default *)
@@ -158,6 +164,12 @@ func (m *migration) run(ctx context.Context) error {
 	}
 	if err := m.to.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("target %s: %w", m.to.Options().Addr, err)
+	}
+	// PING answers before AUTH; a command that needs a user says whether
+	// the target wants a password this run has not given (a NOPERM is a
+	// user that authenticated).
+	if err := m.to.Do(ctx, "EXISTS", "rookery:migrate:probe").Err(); err != nil && strings.HasPrefix(err.Error(), "NOAUTH") {
+		return fmt.Errorf("target %s: %w (give --password, or ROOKERY_PASSWORD)", m.to.Options().Addr, err)
 	}
 	keys, types, other, err := m.list(ctx)
 	if err != nil {

@@ -12,10 +12,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -43,6 +45,14 @@ func Raft() command.Command {
 }
 
 const opsFlagsUsage = "flags:\n" + toolclient.FlagsUsage + `  --format text|json output as aligned text (default) or the node's JSON
+` + opsAccess
+
+// opsAccess says which user each command needs (transport's httpAuth).
+const opsAccess = `
+Each command acts as one user of the nodes (--user; the default user without
+it). members, status, raft list-peers and shards need a user that is on;
+raft remove-peer, raft transfer-leader and node drain one allowed every
+command of @admin (+@admin); wait needs none.
 `
 
 const opsUsage = `usage:
@@ -234,26 +244,74 @@ func statusCommand(args []string, env func(string) (string, bool), stdout, stder
 	if st.LeaderRESP != "" {
 		leader += " (RESP " + st.LeaderRESP + ")"
 	}
+	// On a sharded node the role, leader, term and indexes are the map
+	// group's (group 0): say so, and list the shards after them.
+	group := ""
+	if st.Sharded || len(st.Shards) > 0 {
+		group = " (map group)"
+	}
 	tw := c.table()
 	fmt.Fprintf(tw, "Node\t%s\n", st.ID)
-	fmt.Fprintf(tw, "Role\t%s\n", st.Role)
+	fmt.Fprintf(tw, "Role%s\t%s\n", group, st.Role)
 	fmt.Fprintf(tw, "Ready\t%s\n", ready)
-	fmt.Fprintf(tw, "Leader\t%s\n", leader)
-	fmt.Fprintf(tw, "Term\t%d\n", st.Term)
-	fmt.Fprintf(tw, "Commit Index\t%d\n", st.CommitIndex)
-	fmt.Fprintf(tw, "Applied Index\t%d\n", st.AppliedIndex)
-	fmt.Fprintf(tw, "Last Contact\t%s\n", orDash(st.LastContact))
+	fmt.Fprintf(tw, "Leader%s\t%s\n", group, leader)
+	fmt.Fprintf(tw, "Term%s\t%d\n", group, st.Term)
+	fmt.Fprintf(tw, "Commit Index%s\t%d\n", group, st.CommitIndex)
+	fmt.Fprintf(tw, "Applied Index%s\t%d\n", group, st.AppliedIndex)
+	fmt.Fprintf(tw, "Last Contact%s\t%s\n", group, orDash(st.LastContact))
 	fmt.Fprintf(tw, "Filters\t%d\n", st.Filters)
 	fmt.Fprintf(tw, "Memory\t%d bytes\n", st.MemoryBytes)
-	for _, s := range st.Shards {
-		if s.Problem != "" {
-			fmt.Fprintf(tw, "Shard %d\t%s: %s\n", s.Shard, s.Role, s.Problem)
-			continue
+	if group != "" {
+		for _, l := range shardLines(c, st.Shards) {
+			fmt.Fprintln(tw, l)
 		}
-		fmt.Fprintf(tw, "Shard %d\t%s, leader %s, applied %d, %d filters, %d bytes\n", s.Shard, s.Role, orDash(s.LeaderID),
-			s.AppliedIndex, s.Filters, s.MemoryBytes)
 	}
 	return exitOf(c, tw.Flush())
+}
+
+// shardLines are status's lines of a sharded node, a shard a line: its
+// replica here (role, leader, term, indexes, size), or for a shard it does
+// not hold the shard's leader, from GET /v1/shards (a node too old to
+// answer it gets the lines of its own replicas alone).
+func shardLines(c *opsCmd, held []cluster.ShardStatus) []string {
+	var all []cluster.ShardReport
+	if _, err := c.call(http.MethodGet, "/v1/shards", &all); err != nil {
+		all = nil
+	}
+	resp := map[string]string{} // node id -> RESP address
+	for _, s := range all {
+		for _, r := range s.Replicas {
+			if r.RESPAddr != "" {
+				resp[r.ID] = r.RESPAddr
+			}
+		}
+	}
+	leaderOf := func(id string) string {
+		if id == "" {
+			return "no leader"
+		}
+		if a := resp[id]; a != "" {
+			return "leader " + id + " (RESP " + a + ")"
+		}
+		return "leader " + id
+	}
+	lines := map[int]string{}
+	for _, s := range all {
+		lines[s.ID] = fmt.Sprintf("Shard %d\tnot held here, %s", s.ID, leaderOf(s.Leader))
+	}
+	for _, s := range held {
+		if s.Problem != "" {
+			lines[s.Shard] = fmt.Sprintf("Shard %d\t%s: %s", s.Shard, s.Role, s.Problem)
+			continue
+		}
+		lines[s.Shard] = fmt.Sprintf("Shard %d\t%s, %s, term %d, commit %d, applied %d, %d filters, %d bytes", s.Shard, s.Role,
+			leaderOf(s.LeaderID), s.Term, s.CommitIndex, s.AppliedIndex, s.Filters, s.MemoryBytes)
+	}
+	out := make([]string, 0, len(lines))
+	for _, s := range slices.Sorted(maps.Keys(lines)) {
+		out = append(out, lines[s])
+	}
+	return out
 }
 
 const raftUsage = `usage:
@@ -278,7 +336,7 @@ func raftCommand(args []string, env func(string) (string, bool), stdout, stderr 
 	case "transfer-leader":
 		return transferLeader(args[1:], env, stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "rookery raft: unknown command %q\n%s", args[0], raftUsage)
+	fmt.Fprintf(stderr, "rookery raft: %v\n%s", flagerr.UnknownCommand(args[0], []string{"list-peers", "remove-peer", "transfer-leader"}), raftUsage)
 	return 2
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rookerydb/rookery/cluster"
 	"github.com/rookerydb/rookery/cmd/node/internal/command"
+	"github.com/rookerydb/rookery/cmd/node/internal/flagerr"
 )
 
 // Shards is `rookery shards`.
@@ -58,6 +59,9 @@ const nodeUsage = `usage:
 // nodeCommand is `rookery node drain [--undo] ID`.
 func nodeCommand(args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "drain" {
+		if len(args) > 0 && !strings.HasPrefix(args[0], "-") && args[0] != "help" {
+			fmt.Fprintf(stderr, "rookery node: %v\n", flagerr.UnknownCommand(args[0], []string{"drain"}))
+		}
 		fmt.Fprint(stderr, nodeUsage)
 		return 2
 	}

@@ -121,7 +121,10 @@ func (w *waiter) look(ctx context.Context, i int) (bool, error) {
 	if err != nil {
 		var e *toolclient.Error
 		if errors.As(err, &e) && e.Answered() && e.Msg != "" {
-			return false, errors.New(e.Msg) // the node's reason, as /readyz gives it
+			// The node's reason, as the first line of /readyz gives it (a
+			// sharded node's lines per shard follow it).
+			why, _, _ := strings.Cut(e.Msg, "\n")
+			return false, errors.New(why)
 		}
 		return false, err
 	}

@@ -19,9 +19,10 @@ import (
 )
 
 // Target is how a tool reaches a server's RESP port: an address (HOST:PORT,
-// or a redis:// or rediss:// URL), a password, and TLS files.
+// or a redis:// or rediss:// URL), a user and password (the default user
+// without a user), and TLS files.
 type Target struct {
-	Addr, Password            string
+	Addr, User, Password      string
 	CAFile, CertFile, KeyFile string
 	// KeyFlag, when set, names the client key's flag instead of --key
 	// (`rookery import`, whose --key names the filter).
@@ -40,6 +41,9 @@ func (t *Target) Flags(fs *flag.FlagSet, prefix, what, defAddr string, env func(
 				t.Password = v
 			}
 		}
+		if v, ok := env(toolclient.EnvUser); ok && v != "" && t.User == "" {
+			t.User = v
+		}
 		t.CAFile, _ = env(toolclient.EnvCACert)
 	}
 	addrFlag := "addr"
@@ -47,6 +51,7 @@ func (t *Target) Flags(fs *flag.FlagSet, prefix, what, defAddr string, env func(
 		addrFlag = strings.TrimSuffix(prefix, "-")
 	}
 	fs.StringVar(&t.Addr, addrFlag, defAddr, what+": HOST:PORT or redis://[[user]:password@]host:port[/db], rediss:// for TLS")
+	fs.StringVar(&t.User, prefix+"user", t.User, "the user of "+what+" to act as (default: the URL's, else the default user)")
 	fs.StringVar(&t.Password, prefix+"password", t.Password, what+"'s password (AUTH)")
 	fs.StringVar(&t.CAFile, prefix+"cacert", t.CAFile, "PEM file of the CA that signed "+what+"'s certificate: speak TLS")
 	keyFlag := prefix + "key"
@@ -80,6 +85,9 @@ func (t *Target) Options() (*redis.Options, error) {
 			return nil, fmt.Errorf("%q: want HOST:PORT or a redis:// URL", t.Addr)
 		}
 		o = &redis.Options{Addr: t.Addr}
+	}
+	if t.User != "" {
+		o.Username = t.User
 	}
 	if t.Password != "" {
 		o.Password = t.Password

@@ -98,3 +98,35 @@ func TestTargetOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestTargetUser: the cluster's target takes its user from --user, else
+// ROOKERY_USER (empty is unset); a source's is --from-user, else its URL's;
+// either becomes AUTH user password (go-redis's Username).
+func TestTargetUser(t *testing.T) {
+	env := map[string]string{"ROOKERY_USER": "loader", "ROOKERY_PASSWORD": "lp"}
+	var tg Target
+	parse(t, &tg, "", env)
+	if o, err := tg.Options(); err != nil || o.Username != "loader" || o.Password != "lp" {
+		t.Errorf("from the environment: %+v %v", o, err)
+	}
+	tg = Target{}
+	parse(t, &tg, "", env, "--user", "other")
+	if tg.User != "other" {
+		t.Errorf("--user wins: %+v", tg)
+	}
+	tg = Target{}
+	parse(t, &tg, "", map[string]string{"ROOKERY_USER": ""})
+	if o, err := tg.Options(); err != nil || tg.User != "" || o.Username != "" {
+		t.Errorf("an empty ROOKERY_USER: %+v %v", tg, err)
+	}
+	var src Target
+	parse(t, &src, "from-", env, "--from", "redis://u:p@h:1")
+	if o, err := src.Options(); err != nil || o.Username != "u" || o.Password != "p" {
+		t.Errorf("a source's URL: %+v %v", o, err)
+	}
+	src = Target{}
+	parse(t, &src, "from-", env, "--from", "redis://u:p@h:1", "--from-user", "v", "--from-password", "q")
+	if o, err := src.Options(); err != nil || o.Username != "v" || o.Password != "q" {
+		t.Errorf("--from-user and --from-password win over the URL: %+v %v", o, err)
+	}
+}

@@ -31,10 +31,11 @@ const snapshotUsage = `usage:
   rookery snapshot save [flags] FILE
       download a backup of the cluster from its leader, verify every checksum,
       and write it to FILE (atomically, readable by its owner only); a sharded
-      cluster's FILE bundles every shard's backup, each from its leader
+      cluster's FILE bundles every shard's backup, each from its leader, and
+      the cluster's users
   rookery snapshot restore [flags] FILE
-      verify FILE, then restore the cluster to it: every node's filters become
-      the backup's (the cluster's own membership stays)
+      verify FILE, then restore the cluster to it: every node's filters and
+      the cluster's users become the backup's (its membership stays)
   rookery snapshot inspect FILE
       verify FILE and describe it: index, term, configuration, filters
 
@@ -42,6 +43,9 @@ flags of save and restore (any node will do: a follower sends the command
 on to the leader):
 ` + toolclient.FlagsUsage + `  --stale            save: back up the given node's own state, even on a
                      follower (cheaper for the leader; may miss recent writes)
+
+save and restore act as one user of the nodes (--user; the default user
+without it), which must be allowed every command of @admin (+@admin).
 `
 
 // snapshotWait bounds the wait for a node's answer: taking a snapshot of a
@@ -105,7 +109,7 @@ func parseSnapshotFlags(sub string, args []string, env func(string) (string, boo
 		}
 	case "inspect":
 	default:
-		return nil, fmt.Errorf("unknown command %q", sub)
+		return nil, flagerr.UnknownCommand(sub, []string{"save", "restore", "inspect"})
 	}
 	// Flags may come after the file too: parse again after each positional.
 	watch := flagerr.Watch(fs)

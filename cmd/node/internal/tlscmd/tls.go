@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rookerydb/rookery/cmd/node/internal/command"
+	"github.com/rookerydb/rookery/cmd/node/internal/flagerr"
 	"github.com/rookerydb/rookery/internal/certs"
 )
 
@@ -54,7 +55,7 @@ func tlsCommand(args []string, stdout, stderr io.Writer) int {
 	case "init":
 		err = tlsInit(args[1:], stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "rookery tls: unknown command %q\n%s", args[0], tlsUsage)
+		fmt.Fprintf(stderr, "rookery tls: %v\n%s", flagerr.UnknownCommand(args[0], []string{"ca", "cert", "init"}), tlsUsage)
 		return 2
 	}
 	if errors.Is(err, flag.ErrHelp) {

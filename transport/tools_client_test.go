@@ -180,6 +180,7 @@ func TestClientKill(t *testing.T) {
 		t.Fatalf("CLIENT KILL ID: %q", got)
 	}
 	v2.expectClosed()
+	waitFor(t, "the second killed connection to go", func() bool { return len(ts.s.connList()) == 1 })
 
 	// SKIPME no kills the caller too, after its reply.
 	v3 := dialRaw(t, ts.addr)

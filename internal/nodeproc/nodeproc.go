@@ -195,7 +195,45 @@ func (p *Proc) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(si
 
 // Pause stops the process with SIGSTOP (a long GC pause, a frozen VM); Resume
 // continues it.
-func (p *Proc) Pause() error  { return p.cmd.Process.Signal(syscall.SIGSTOP) }
+// Pause freezes the node (SIGSTOP) and returns once every thread of it has
+// stopped: the signal is delivered asynchronously, and a request sent in
+// between would still be served.
+func (p *Proc) Pause() error {
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !p.stopped() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not stopped 5 s after SIGSTOP", p.RESP)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// stopped reports whether every thread of the process is in the stopped
+// state ('T' in /proc/<pid>/task/<tid>/stat).
+func (p *Proc) stopped() bool {
+	dir := fmt.Sprintf("/proc/%d/task", p.cmd.Process.Pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "stat"))
+		if err != nil {
+			continue // a thread that ended
+		}
+		// The state follows the command name, which is in parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
+}
+
 func (p *Proc) Resume() error { return p.cmd.Process.Signal(syscall.SIGCONT) }
 
 // WaitReady polls /readyz until it answers 200.

@@ -361,10 +361,22 @@ func (g *AuthGuard) prune(now time.Time) {
 	if len(g.sources) < authMaxSources {
 		return
 	}
-	var mean time.Duration
+	// The mean age of the idle sources' last failures: every one is at
+	// most authForget old now, so the sum cannot overflow. A source with
+	// attempts in flight may never have failed (its last is zero): it is
+	// neither counted nor dropped.
+	var sum time.Duration
+	idle := 0
 	for _, s := range g.sources {
-		mean += now.Sub(s.last) / authMaxSources
+		if s.idle() {
+			sum += now.Sub(s.last)
+			idle++
+		}
 	}
+	if idle == 0 {
+		return
+	}
+	mean := sum / time.Duration(idle)
 	for k, s := range g.sources {
 		if s.idle() && now.Sub(s.last) >= mean {
 			delete(g.sources, k)

@@ -202,6 +202,13 @@ func TestAuthThrottleGrows(t *testing.T) {
 		t.Fatal("a source without failures is tracked")
 	}
 
+	// The table stays bounded under a flood of failing sources, also while
+	// an attempt of a source that never failed is in flight.
+	inflight, err := g.enter(context.Background(), faceHTTP, "192.0.2.6:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inflight.done(true)
 	for i := range 3 * authMaxSources {
 		now = now.Add(time.Millisecond)
 		failOnce(t, g, fmt.Sprintf("10.%d.%d.%d:1", i>>16, (i>>8)&255, i&255), &now)

@@ -212,18 +212,18 @@ func (f *FSM) restoreUsers(sec []byte) error {
 // changes nothing.
 func (f *FSM) installUsers(sec []byte) (int, error) {
 	if len(sec) == 0 {
-		f.usersChanged()
 		f.usersSet, f.defaultSet = false, false
 		f.users.Replace([]*acl.User{f.nodeDefault()})
+		f.usersChanged()
 		return 0, nil
 	}
 	flags, users, err := decodeUsersSection(sec)
 	if err != nil {
 		return 0, err
 	}
-	f.usersChanged()
 	f.setUsers(users)
 	f.usersSet = flags&1 != 0
+	f.usersChanged()
 	return len(users), nil
 }
 

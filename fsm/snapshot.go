@@ -17,7 +17,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/rookerydb/rookery/filters"
-	"github.com/rookerydb/rookery/internal/acl"
 	"github.com/rookerydb/rookery/internal/errdetail"
 	"github.com/rookerydb/rookery/internal/mutant"
 )
@@ -733,11 +732,8 @@ func readUsersSection(sr *sectionReader) ([]byte, error) {
 	if _, err := io.ReadFull(sr, b); err != nil {
 		return nil, fmt.Errorf("users section: %w", noEOF(err))
 	}
-	if b[0]&^3 != 0 {
-		return nil, fmt.Errorf("users section: unknown flags %#x", b[0])
-	}
-	if _, err := acl.Decode(b[1:]); err != nil {
-		return nil, fmt.Errorf("users section: %w", err)
+	if _, _, err := decodeUsersSection(b); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

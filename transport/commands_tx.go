@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -152,11 +151,13 @@ func (c *conn) txStep(o op, err error, args [][]byte, start time.Time) bool {
 		return true
 	}
 	t.bytes += size
-	keys := c.s.keysOf(o.def, args)
-	q := txQueued{o: o, args: make([][]byte, len(args))}
-	for i, a := range args {
-		q.args[i] = bytes.Clone(a)
+	if name == "unwatch" {
+		// Queued, it answers OK at EXEC, as in Redis (the watched keys
+		// were checked by then).
+		o.local = func(_ *session, w *reply) { w.ok() }
 	}
+	keys := c.s.keysOf(o.def, args)
+	q := txQueued{o: o, args: args} // the reader's private copy (readBatch)
 	for _, i := range keys {
 		q.keys = append(q.keys, string(args[i]))
 	}
@@ -263,12 +264,13 @@ func (c *conn) execTx(o op, start time.Time) {
 			q.o, q.keys = localOp(func(_ *session, w *reply) { w.fail(refusal) }), nil
 		}
 	}
+	// The first key touched routes the entry; "" is a key like any other.
 	var key string
-	same := true
+	have, same := false, true
 	note := func(k string) {
-		if key == "" {
-			key = k
-		} else if slot.Of([]byte(k)) != slot.Of([]byte(key)) {
+		if !have {
+			key, have = k, true
+		} else if slot.OfString(k) != slot.OfString(key) {
 			same = false
 		}
 	}
@@ -310,7 +312,7 @@ func (c *conn) execTx(o op, start time.Time) {
 			}
 		}
 	}
-	if key == "" && len(t.watched) == 0 {
+	if !have {
 		// Nothing that touches a key (PING, ECHO): nothing for the log.
 		c.immediate(o, start, func(w *reply) { render(w, &fsm.Result{}) })
 		return

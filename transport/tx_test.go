@@ -126,6 +126,34 @@ func TestTransactionWithABadCommandAppliesNothing(t *testing.T) {
 	}
 }
 
+// TestTransactionEmptyKeyAndQueuedUnwatch: "" is a key like any other inside
+// a transaction (applied, and in its own slot), and UNWATCH queued inside
+// MULTI answers OK at EXEC, as in Redis.
+func TestTransactionEmptyKeyAndQueuedUnwatch(t *testing.T) {
+	ts := mustStartServer(t, Config{})
+	c := dialRaw(t, ts.addr)
+	for _, s := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"BF.ADD", "", "x"}, "+QUEUED\r\n"},
+		{[]string{"UNWATCH"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "*2\r\n:1\r\n+OK\r\n"},
+		{[]string{"BF.EXISTS", "", "x"}, ":1\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"BF.ADD", "", "y"}, "+QUEUED\r\n"},
+		{[]string{"BF.ADD", "x", "y"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "-CROSSSLOT Keys in request don't hash to the same slot\r\n"},
+		{[]string{"BF.EXISTS", "", "y"}, ":0\r\n"},
+		{[]string{"EXISTS", "x"}, ":0\r\n"},
+	} {
+		if got := c.do(s.args...); got != s.want {
+			t.Fatalf("%q: got %q, want %q", s.args, got, s.want)
+		}
+	}
+}
+
 func TestWatchedKeyChangedMeansNullReply(t *testing.T) {
 	for _, proto := range []string{"2", "3"} {
 		ts := mustStartServer(t, Config{})

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -201,6 +202,9 @@ func (p *Proc) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(si
 func (p *Proc) Pause() error {
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		return err
+	}
+	if runtime.GOOS != "linux" {
+		return nil // no /proc/<pid>/task to watch
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for !p.stopped() {

@@ -359,7 +359,7 @@ func (n *Node) Status() Status {
 			st.MemoryBytes += ss.MemoryBytes
 			st.Shards = append(st.Shards, ss)
 		}
-		for _, gid := range n.fencedGroups(n.clusterMap()) {
+		for _, gid := range n.fencedGroups(m) {
 			s := shardOfGroup(m, gid)
 			st.Shards = append(st.Shards, ShardStatus{Shard: s, Role: "removed", Problem: n.fenceAdvice(s)})
 		}

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -639,9 +638,8 @@ func (n *Node) UsersApplied(ctx context.Context, wait time.Duration) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				b, err := g.call(ctx, string(s.ID), string(s.Address), opStatus, nil)
-				var ps peerStatus
-				if err != nil || json.Unmarshal(b, &ps) != nil || ps.AppliedIndex >= idx {
+				ps, err := g.statusOf(ctx, string(s.ID), string(s.Address))
+				if err != nil || ps.AppliedIndex >= idx {
 					return
 				}
 				select {

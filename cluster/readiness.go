@@ -299,7 +299,7 @@ func (n *Node) readyView() readyView {
 		return fmt.Sprintf("stop the node and run `rookery recover --data-dir %s --shard %d`", n.cfg.DataDir, s)
 	}
 	v.Map = n.meta.replicaReadiness(-1, nil, true)
-	fenced := n.fencedGroups(n.clusterMap())
+	fenced := n.fencedGroups(m)
 	var others []ShardInfo // leaders of the shards not held here, from the peers' reports
 	for s, mg := range m.Groups {
 		gid := groupOf(m, s)

@@ -95,6 +95,9 @@ func (f *FSM) noteRemoved(key string) {
 
 // noteFlushed records that every key was removed by the entry being applied.
 func (f *FSM) noteFlushed() {
+	if f.tx.floor == 0 {
+		return // as noteRemoved: snapshots carry none of this before then
+	}
 	f.tx.removed = nil
 	f.tx.forgotten = f.applying
 }

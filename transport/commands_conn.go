@@ -136,9 +136,8 @@ func parseAuth(s *Server, args [][]byte) (op, error) {
 	if len(args) > 3 {
 		return op{}, errSyntax
 	}
-	if len(args) == 2 && !s.authRequired() && s.users.Default().User().NoPass() {
-		return op{}, redisError("ERR AUTH <password> called without any password configured " +
-			"for the default user. Are you sure your configuration is correct?")
+	if len(args) == 2 && !s.authRequired() {
+		return op{}, redisError(acl.ErrAuthNoPassword.Error())
 	}
 	var user []byte
 	pass := args[len(args)-1]

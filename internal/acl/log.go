@@ -101,15 +101,6 @@ type Log struct {
 // but still counts).
 func NewLog(max int) *Log { return &Log{max: max} }
 
-// SetMax changes the bound (CONFIG SET acllog-max-len), dropping the oldest
-// entries over it.
-func (l *Log) SetMax(max int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.max = max
-	l.trim()
-}
-
 func (l *Log) trim() {
 	if over := len(l.entries) - max(l.max, 0); over > 0 {
 		l.entries = append(l.entries[:0], l.entries[over:]...)
@@ -178,8 +169,8 @@ func (l *Log) Reset() {
 	l.entries = nil
 }
 
-// Denied counts the refusals of each reason since start (INFO's
-// acl_access_denied_auth, _cmd, _key, _channel), kept or not.
+// Denied counts the refusals of each reason since start, kept in the log or
+// not (what Redis shows as INFO's acl_access_denied_*; not shown here yet).
 func (l *Log) Denied(r Reason) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()

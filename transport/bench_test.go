@@ -46,3 +46,16 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParseExists: the read most clients send most, outside MULTI.
+func BenchmarkParseExists(b *testing.B) {
+	s := mustNewParser(b, Config{})
+	args := toArgs("BF.EXISTS", "key", "item")
+	c := &session{proto: 2, authed: true}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.parse(c, args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -41,12 +41,12 @@ type op struct {
 	cmd      *fsm.Command                  // opWrite
 	render   func(w *reply, r *fsm.Result) // opWrite
 	read     func(q queries, w *reply)     // opRead
-	// txCmd and txRender are an opRead as a transaction carries it: the
-	// read as a log command (fsm.OpTest, OpCount) and its reply; nil for a
-	// read no transaction can carry (commands_tx.go).
-	txCmd    *fsm.Command
-	txRender func(w *reply, r *fsm.Result)
-	local    func(c *session, w *reply) // opLocal
+	// tx gives an opRead as a transaction carries it: the read as a log
+	// command (fsm.OpTest, OpCount) and its reply; nil for a read no
+	// transaction can carry (commands_tx.go). Built only when queued, so
+	// that a read outside MULTI pays nothing for it.
+	tx    func() (*fsm.Command, func(w *reply, r *fsm.Result))
+	local func(c *session, w *reply) // opLocal
 }
 
 // session is the state of one client connection.

@@ -288,16 +288,18 @@ func parseExists(s *Server, args [][]byte, fam fsm.Family) (op, error) {
 		for _, v := range found {
 			w.bool(v)
 		}
-	}), &fsm.Command{Op: fsm.OpTest, Family: fam, Key: key, Items: items}, func(w *reply, r *fsm.Result) {
-		if r.Err != nil {
-			w.fail(r.Err)
-			return
-		}
-		if multi {
-			w.array(len(r.Ints))
-		}
-		for _, v := range r.Ints {
-			w.bool(v == 1)
+	}), func() (*fsm.Command, func(*reply, *fsm.Result)) {
+		return &fsm.Command{Op: fsm.OpTest, Family: fam, Key: key, Items: items}, func(w *reply, r *fsm.Result) {
+			if r.Err != nil {
+				w.fail(r.Err)
+				return
+			}
+			if multi {
+				w.array(len(r.Ints))
+			}
+			for _, v := range r.Ints {
+				w.bool(v == 1)
+			}
 		}
 	}), nil
 }

@@ -206,16 +206,18 @@ func parseCount(s *Server, args [][]byte, fam fsm.Family) (op, error) {
 	}
 	key, item := string(args[1]), args[2]
 	return txRead(readOp(func(q queries, w *reply) { w.uint(q.Count(fam, key, item)) }),
-		&fsm.Command{Op: fsm.OpCount, Family: fam, Key: key, Items: [][]byte{item}}, func(w *reply, r *fsm.Result) {
-			if r.Err != nil {
-				w.fail(r.Err)
-				return
+		func() (*fsm.Command, func(*reply, *fsm.Result)) {
+			return &fsm.Command{Op: fsm.OpCount, Family: fam, Key: key, Items: [][]byte{item}}, func(w *reply, r *fsm.Result) {
+				if r.Err != nil {
+					w.fail(r.Err)
+					return
+				}
+				if len(r.Ints) != 1 {
+					w.fail(errors.New("no count in the result"))
+					return
+				}
+				w.int(r.Ints[0])
 			}
-			if len(r.Ints) != 1 {
-				w.fail(errors.New("no count in the result"))
-				return
-			}
-			w.int(r.Ints[0])
 		}), nil
 }
 

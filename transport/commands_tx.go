@@ -71,6 +71,9 @@ type txQueued struct {
 	o    op
 	keys []string // what it touches (the slot check)
 	args [][]byte // as sent, for EXEC to check its user's rules again
+	// readCmd and readRender are a read's log command and reply (op.tx).
+	readCmd    *fsm.Command
+	readRender func(w *reply, r *fsm.Result)
 }
 
 // watched is one WATCHed key and the applied index its shard's replica had
@@ -158,6 +161,9 @@ func (c *conn) txStep(o op, err error, args [][]byte, start time.Time) bool {
 	}
 	keys := c.s.keysOf(o.def, args)
 	q := txQueued{o: o, args: args} // the reader's private copy (readBatch)
+	if o.kind == opRead {
+		q.readCmd, q.readRender = o.tx()
+	}
 	for _, i := range keys {
 		q.keys = append(q.keys, string(args[i]))
 	}
@@ -174,7 +180,7 @@ func (c *conn) queueable(o *op, args [][]byte) error {
 	case wrapped(args):
 		return errNotInMulti // IDEM: one session sequence number per command
 	case o.kind == opWrite && o.cmd != nil && fsm.InExec(o.cmd.Op):
-	case o.kind == opRead && o.txCmd != nil:
+	case o.kind == opRead && o.tx != nil:
 	case o.kind == opLocal && o.def != nil && (o.def.name == "ping" || o.def.name == "echo" || o.def.name == "unwatch"):
 		return nil
 	default:
@@ -304,7 +310,7 @@ func (c *conn) execTx(o op, start time.Time) {
 			case i >= len(r.Subs):
 				w.fail(errors.New("no result"))
 			case q.o.kind == opRead:
-				q.o.txRender(w, r.Subs[i])
+				q.readRender(w, r.Subs[i])
 				i++
 			default:
 				q.o.render(w, r.Subs[i])
@@ -327,7 +333,7 @@ func (c *conn) execTx(o op, start time.Time) {
 		case opWrite:
 			cmd.Subs = append(cmd.Subs, q.o.cmd)
 		case opRead:
-			cmd.Subs = append(cmd.Subs, q.o.txCmd)
+			cmd.Subs = append(cmd.Subs, q.readCmd)
 		}
 	}
 	c.pending = append(c.pending, pending{fut: c.s.be.Submit(cmd), render: render,
@@ -335,10 +341,11 @@ func (c *conn) execTx(o op, start time.Time) {
 	c.barrierDone = false
 }
 
-// txRead makes a read that a transaction can carry: cmd (fsm.OpTest,
-// OpCount) applied in its place, rendered by render.
-func txRead(o op, cmd *fsm.Command, render func(*reply, *fsm.Result)) op {
-	o.txCmd, o.txRender = cmd, render
+// txRead makes a read that a transaction can carry: tx gives the command
+// (fsm.OpTest, OpCount) applied in its place and how its result is
+// rendered.
+func txRead(o op, tx func() (*fsm.Command, func(*reply, *fsm.Result))) op {
+	o.tx = tx
 	return o
 }
 

@@ -164,7 +164,7 @@ func parseClusterNodes(s *Server, args [][]byte) (op, error) {
 }
 
 func clusterNodesText(s *Server) string {
-	self := s.be.Status().ID
+	self := s.selfID()
 	nodes := s.be.Nodes()
 	nv := projectNodes(s.be.Shards(), nodes)
 	var b strings.Builder

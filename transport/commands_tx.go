@@ -36,7 +36,7 @@ var (
 // size is bounded so that no EXEC makes the leader miss its heartbeats.
 const (
 	maxTxCommands = 10000
-	maxTxBytes    = 16 << 20
+	maxTxBytes    = maxEntryBytes // of keys and items; the entry adds a little per command
 )
 
 func txCommands() []*command {

@@ -36,8 +36,6 @@ type group struct {
 	store *logengine.Log // the group's log and stable store in the node's engine (logstore.go)
 	logs  raft.LogStore  // the store behind a cache of recent entries
 	trans *pipelinedTransport
-	// peerLog folds raft's repeated failures to reach a peer (logging.go).
-	peerLog *peerLog
 
 	startIndex uint64 // last log index when the group started
 
@@ -71,7 +69,6 @@ func newGroup(n *Node, id int, dir string) *group {
 		id:         id,
 		dir:        dir,
 		log:        n.log.With(n.shardAttr(id)),
-		peerLog:    newPeerLog(n.peerStopping),
 		expireKick: make(chan struct{}, 1),
 		raftUp:     make(chan struct{}),
 		stop:       make(chan struct{}),
@@ -185,7 +182,7 @@ func (g *group) startRaft(layer raft.StreamLayer) error {
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256
-	rc.Logger = newRaftLogger(g.raftLog(), g.peerLog)
+	rc.Logger = newRaftLogger(g.raftLog(), g.n.peerLog)
 
 	store, err := groupLog(g.n.engine, g.id, g.dir, g.log)
 	if err != nil {

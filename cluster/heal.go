@@ -134,7 +134,7 @@ func (g *group) reachLoop() {
 				if servers, err := latestServers(g.raft); err == nil {
 					for _, s := range servers {
 						if s.ID == d.PeerID {
-							g.peerLog.resumed(g.raftLog(), string(s.Address))
+							g.n.peerLog.resumed(g.raftLog(), string(s.Address))
 						}
 					}
 				}

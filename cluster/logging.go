@@ -117,7 +117,10 @@ const peerLogEvery = time.Minute
 var peerFailPrefixes = []string{"raft: failed to heartbeat to:", "raft: failed to appendEntries to:",
 	"raft: failed to pipeline appendEntries:", "raft: failed to make requestVote RPC:"}
 
-// peerLog is one group's record of the peers raft fails to reach.
+// peerLog is the node's record of the peers raft fails to reach, over all
+// its groups: a peer's failures count whichever group failed, and the first
+// group to reach it again ends them (when a peer comes back, every group
+// reaches it within a heartbeat).
 type peerLog struct {
 	now func() time.Time
 	// stopping reports whether the peer at a Raft address said it is

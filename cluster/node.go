@@ -38,6 +38,10 @@ type Node struct {
 	engineInUse atomic.Bool
 	engineOnce  sync.Once
 	hb          *heartbeats // heartbeats the node's groups share (heartbeats.go)
+	// peerLog folds raft's repeated failures to reach a peer, whichever of
+	// the node's groups failed (logging.go): a dead peer is one ERROR and a
+	// WARN a minute however many shards the node holds.
+	peerLog *peerLog
 
 	cfg      Config
 	log      *slog.Logger
@@ -143,6 +147,7 @@ func New(c Config) (*Node, error) {
 		stop:          make(chan struct{}),
 	}
 	n.boot = n.started.UnixNano()
+	n.peerLog = newPeerLog(n.peerStopping)
 	n.rec = newReconciler(cfg.DeadServerTimeout)
 	n.mapWait = newHoldQueue(n.dispatchAfterMap, holdFor(cfg), n.stop)
 	n.mapWait.expired = fmt.Errorf("%w: the cluster's shards are not in place yet (its map is not written, or the key's shard is not created)", fsm.ErrMapGroup)

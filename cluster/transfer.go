@@ -27,7 +27,8 @@ func (r *groupRaft) LeadershipTransferToServer(id raft.ServerID, addr raft.Serve
 func (r *groupRaft) transferring() bool { return r != nil && r.transfers.Load() > 0 }
 
 // track counts f until it completes and returns a future that completes
-// with it (raft's futures are waited on once only).
+// with it once it is no longer counted: whoever waits on the transfer finds
+// the group's writes no longer held when it hears the answer.
 func (r *groupRaft) track(f raft.Future) raft.Future {
 	r.transfers.Add(1)
 	t := &doneFuture{done: make(chan struct{})}

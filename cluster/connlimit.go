@@ -137,10 +137,14 @@ func hostOf(a net.Addr) string {
 // canonicalHost is h in hostOf's form if it is an IP address, else h.
 func canonicalHost(h string) string {
 	if ip, err := netip.ParseAddr(h); err == nil {
-		return ip.Unmap().WithZone("").String()
+		return canonicalIP(ip)
 	}
 	return h
 }
+
+// canonicalIP is ip as the connection limits compare addresses: IPv4 mapped
+// into IPv6 as IPv4, without a zone.
+func canonicalIP(ip netip.Addr) string { return ip.Unmap().WithZone("").String() }
 
 // cappedTransport is memberlist's TCP and UDP transport with a cap on the
 // streams it hands memberlist at once: over it, a new stream is closed.

@@ -70,7 +70,7 @@ func (h *memberHosts) hosts(addrs []string, resolve bool, now time.Time) hostSet
 			continue
 		}
 		if ip, err := netip.ParseAddr(host); err == nil {
-			set[ip.Unmap().WithZone("").String()] = struct{}{}
+			set[canonicalIP(ip)] = struct{}{}
 			continue
 		}
 		for _, ip := range h.resolved(host, resolve, now) {
@@ -96,7 +96,7 @@ func (h *memberHosts) resolved(name string, resolve bool, now time.Time) []strin
 	if err == nil && len(ips) > 0 {
 		next.hosts = make([]string, 0, len(ips))
 		for _, ip := range ips {
-			next.hosts = append(next.hosts, ip.Unmap().WithZone("").String())
+			next.hosts = append(next.hosts, canonicalIP(ip))
 		}
 	}
 	h.mu.Lock()
